@@ -1,0 +1,275 @@
+"""Proper scores and calibration errors, exactly as defined in ../shared/METRICS.md.
+
+Everything is computed from *log-probabilities* in float64, so a confidence of exactly 1.0 only appears when the
+model really says so, and NLL is ``inf`` (never clipped) when a calibrator outputs an exact zero for the label.
+
+The expensive input is the (N, K) matrix; it is reduced once, by :func:`sample_stats`, to per-sample vectors
+(confidence, correctness, NLL, Brier) plus the per-class bin sums that class-wise ECE needs. Every metric below is
+then a cheap function of those, which is what makes 1000-resample bootstrap intervals affordable (see
+:mod:`calibview.core.bootstrap`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Union
+
+import numpy as np
+import torch
+
+#: Metric columns in the order of ``metrics.csv`` (values are plain fractions, not percent).
+METRIC_NAMES = (
+    "accuracy", "nll", "brier", "brier_top", "ece", "rmsce", "mce", "ace", "classwise_ece",
+    "debiased_ece", "smece", "cal", "tot", "sharpness_gap",
+)
+
+#: One-line conventions shown in the UI, the CLI help and the CSV documentation.
+METRIC_HELP = {
+    "accuracy": "fraction of samples whose arg-max is the label",
+    "nll": "mean -log p_y from float64 log-softmax, no clipping (inf when a calibrator outputs p_y = 0)",
+    "brier": "full-vector Brier, mean sum_k (p_k - 1[y=k])^2, range [0, 2]",
+    "brier_top": "top-label Brier, mean (conf - correct)^2",
+    "ece": "top-label ECE, equal-width bins lo < conf <= hi, weighted by bin mass",
+    "rmsce": "root of the bin-mass-weighted mean squared gap, equal-width bins",
+    "mce": "largest |accuracy - confidence| over non-empty equal-width bins",
+    "ace": "top-label ECE over equal-mass bins (sorted confidences split into nearly equal groups)",
+    "classwise_ece": "mean over classes of the equal-width ECE of p_k against 1[y=k] (Kull et al. 2019)",
+    "debiased_ece": "debiased L2 ECE over equal-mass bins (Kumar et al. 2019), clipped at 0, square-rooted",
+    "smece": "SmoothECE of relplot 1.0.3 (reflected Gaussian kernel, fixed-point bandwidth)",
+    "cal": "kernel calibration error mean (c_hat(conf) - conf)^2 (Chidambaram & Ge 2025)",
+    "tot": "total loss: full-vector Brier",
+    "sharpness_gap": "TOT - CAL: lower is sharper",
+}
+
+Bins = Union[int, str]
+
+
+def resolve_bins(bins: Bins, n: int) -> int:
+    """Bin count: an int >= 1, or ``"auto"`` (N < 10k: 10, 10k-100k: 15, > 100k: 20)."""
+    if isinstance(bins, str):
+        if bins.strip().lower() != "auto":
+            try:
+                bins = int(bins)
+            except ValueError:
+                raise ValueError(f"bins must be a positive integer or 'auto', not {bins!r}") from None
+        else:
+            return 10 if n < 10_000 else (15 if n <= 100_000 else 20)
+    if int(bins) < 1:
+        raise ValueError(f"bins must be a positive integer or 'auto', not {bins!r}")
+    return int(bins)
+
+
+def equal_width_bin(values: np.ndarray, n_bins: int) -> np.ndarray:
+    """Bin index of each value for ``n_bins`` equal-width bins with ``lo < v <= hi``; 0 goes to the first bin.
+
+    The edges are ``np.linspace(0, 1, n_bins + 1)`` and membership is decided by comparison with them (not by
+    ``ceil(v * B)``, which misplaces values such as 0.4 * 15), as in Guo et al.'s ``_ECELoss``.
+    """
+    edges = np.linspace(0.0, 1.0, n_bins + 1)
+    idx = np.searchsorted(edges, values, side="left") - 1
+    return np.clip(idx, 0, n_bins - 1)
+
+
+def equal_mass_groups(n: int, n_bins: int) -> np.ndarray:
+    """Group index (0..B-1) of each position in sorted order: ``np.array_split`` sizes (first groups one larger)."""
+    n_bins = max(1, min(n_bins, n))
+    sizes = np.full(n_bins, n // n_bins)
+    sizes[: n % n_bins] += 1
+    return np.repeat(np.arange(n_bins), sizes)
+
+
+@dataclass(frozen=True)
+class SampleStats:
+    """Per-sample reductions of one (N, K) probability matrix; all arrays float64 (N,) on the CPU."""
+
+    conf: np.ndarray        # top-label confidence max_k p_k
+    pred: np.ndarray        # arg-max (int64)
+    correct: np.ndarray     # 1.0 where pred == label
+    nll: np.ndarray         # -log p_y (may be inf)
+    brier: np.ndarray       # sum_k (p_k - 1[y=k])^2
+    labels: np.ndarray      # int64
+    k: int
+    classwise_sums: np.ndarray   # (K, B) sum over samples in bin b of (p_k - 1[y=k]), equal-width bins of p_k
+    classwise_bins: int
+
+    @property
+    def n(self) -> int:
+        return int(self.conf.shape[0])
+
+
+def sample_stats(log_probs: torch.Tensor, labels: torch.Tensor, *, n_bins: int,
+                 chunk_rows: int = 8192) -> SampleStats:
+    """Reduce calibrated log-probabilities to :class:`SampleStats`.
+
+    log_probs : (N, K) float64 tensor (any device), rows log-normalised.
+    labels : (N,) int64 tensor on the same device.
+    Only entries with ``p > 1/B`` fall outside the first class-wise bin, and a row has fewer than ``B`` of them,
+    so the class-wise sums are a per-class total minus a sparse correction: O(N K) flops, O(N B) scatter.
+    """
+    n, k = log_probs.shape
+    dev = log_probs.device
+    # The same edges as equal_width_bin (np.linspace and torch.linspace differ in the last bit).
+    edges = torch.from_numpy(np.linspace(0.0, 1.0, n_bins + 1)).to(dev)
+    conf = torch.empty(n, dtype=torch.float64, device=dev)
+    pred = torch.empty(n, dtype=torch.int64, device=dev)
+    nll = torch.empty(n, dtype=torch.float64, device=dev)
+    brier = torch.empty(n, dtype=torch.float64, device=dev)
+    sums = torch.zeros(k * n_bins, dtype=torch.float64, device=dev)
+    total = torch.zeros(k, dtype=torch.float64, device=dev)
+    for start in range(0, n, chunk_rows):
+        stop = min(n, start + chunk_rows)
+        lp = log_probs[start:stop]
+        y = labels[start:stop]
+        p = lp.exp()
+        lp_max, arg = lp.max(dim=1)
+        conf[start:stop] = lp_max.exp()
+        pred[start:stop] = arg
+        lp_y = lp.gather(1, y[:, None])[:, 0]
+        nll[start:stop] = -lp_y
+        p_y = lp_y.exp()
+        brier[start:stop] = (p * p).sum(dim=1) - 2.0 * p_y + 1.0
+        # Class-wise bins: everything starts in bin 0; move the entries above the first edge.
+        total += p.sum(dim=0)
+        total.index_add_(0, y, -torch.ones_like(p_y))
+        big = p > edges[1]
+        rows, cols = big.nonzero(as_tuple=True)
+        if rows.numel():
+            vals = p[rows, cols]
+            b = (torch.searchsorted(edges, vals, side="left") - 1).clamp_(0, n_bins - 1)
+            vals = vals - (y[rows] == cols).to(torch.float64)
+            sums.index_add_(0, cols * n_bins + b, vals)
+            sums.index_add_(0, cols * n_bins, -vals)
+        # The label entries whose probability stays in bin 0 were already subtracted via `total`.
+    sums = sums.view(k, n_bins)
+    sums[:, 0] += total
+    correct = (pred == labels).to(torch.float64)
+    return SampleStats(
+        conf=conf.cpu().numpy(), pred=pred.cpu().numpy(), correct=correct.cpu().numpy(),
+        nll=nll.cpu().numpy(), brier=brier.cpu().numpy(), labels=labels.cpu().numpy(), k=k,
+        classwise_sums=sums.cpu().numpy(), classwise_bins=n_bins,
+    )
+
+
+# --- binned calibration errors from sufficient statistics -----------------------------------------------------
+
+@dataclass(frozen=True)
+class BinTable:
+    """Per-bin sufficient statistics of top-label confidence (equal-width or equal-mass)."""
+
+    count: np.ndarray       # (B,) samples in the bin
+    sum_conf: np.ndarray    # (B,)
+    sum_correct: np.ndarray  # (B,)
+    lo: np.ndarray          # (B,) bin lower edge (equal-mass: smallest confidence in the bin)
+    hi: np.ndarray          # (B,) upper edge
+
+    @property
+    def n(self) -> float:
+        return float(self.count.sum())
+
+    @property
+    def accuracy(self) -> np.ndarray:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(self.count > 0, self.sum_correct / np.maximum(self.count, 1), np.nan)
+
+    @property
+    def confidence(self) -> np.ndarray:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(self.count > 0, self.sum_conf / np.maximum(self.count, 1), np.nan)
+
+
+def equal_width_table(conf: np.ndarray, correct: np.ndarray, n_bins: int) -> BinTable:
+    b = equal_width_bin(conf, n_bins)
+    edges = np.linspace(0.0, 1.0, n_bins + 1)
+    return BinTable(
+        count=np.bincount(b, minlength=n_bins).astype(np.float64),
+        sum_conf=np.bincount(b, weights=conf, minlength=n_bins),
+        sum_correct=np.bincount(b, weights=correct, minlength=n_bins),
+        lo=edges[:-1], hi=edges[1:],
+    )
+
+
+def equal_mass_order(conf: np.ndarray, n_bins: int) -> tuple[np.ndarray, np.ndarray]:
+    """(stable sort order of the confidences, group of each sorted position)."""
+    order = np.argsort(conf, kind="stable")
+    return order, equal_mass_groups(conf.shape[0], n_bins)
+
+
+def equal_mass_table(conf: np.ndarray, correct: np.ndarray, n_bins: int) -> BinTable:
+    order, group = equal_mass_order(conf, n_bins)
+    b = np.empty_like(group)
+    b[order] = group
+    nb = int(group[-1]) + 1 if group.size else 0
+    sc = conf[order]
+    first = np.searchsorted(group, np.arange(nb), side="left")
+    last = np.searchsorted(group, np.arange(nb), side="right") - 1
+    return BinTable(
+        count=np.bincount(b, minlength=nb).astype(np.float64),
+        sum_conf=np.bincount(b, weights=conf, minlength=nb),
+        sum_correct=np.bincount(b, weights=correct, minlength=nb),
+        lo=sc[first], hi=sc[last],
+    )
+
+
+def ece_from_sums(count, sum_conf, sum_correct, n):
+    """ECE, RMSCE and MCE from per-bin sums; arrays may carry leading batch dimensions (bins last)."""
+    count = np.asarray(count, dtype=np.float64)
+    gap = np.asarray(sum_correct, dtype=np.float64) - np.asarray(sum_conf, dtype=np.float64)
+    nonempty = count > 0
+    safe = np.where(nonempty, count, 1.0)
+    ece = np.abs(gap).sum(axis=-1) / n
+    rmsce = np.sqrt(np.where(nonempty, gap * gap / safe, 0.0).sum(axis=-1) / n)
+    mce = np.where(nonempty, np.abs(gap) / safe, 0.0).max(axis=-1)
+    return ece, rmsce, mce
+
+
+def debiased_from_sums(count, sum_conf, sum_correct, n):
+    """Kumar et al.'s debiased L2 calibration error (square-rooted, clipped at 0) from per-bin sums."""
+    count = np.asarray(count, dtype=np.float64)
+    ok = count >= 2
+    safe = np.where(ok, count, 2.0)
+    f = np.asarray(sum_conf) / safe
+    y = np.asarray(sum_correct) / safe
+    term = (f - y) ** 2 - y * (1.0 - y) / (safe - 1.0)
+    sq = np.where(ok, count * term, 0.0).sum(axis=-1) / n
+    return np.sqrt(np.maximum(sq, 0.0))
+
+
+def binned_metrics(conf: np.ndarray, correct: np.ndarray, n_bins: int) -> dict[str, float]:
+    """ECE, RMSCE, MCE (equal-width) and ACE, debiased ECE (equal-mass) of top-label confidence."""
+    n = conf.shape[0]
+    w = equal_width_table(conf, correct, n_bins)
+    ece, rmsce, mce = ece_from_sums(w.count, w.sum_conf, w.sum_correct, n)
+    m = equal_mass_table(conf, correct, n_bins)
+    ace, _, _ = ece_from_sums(m.count, m.sum_conf, m.sum_correct, n)
+    deb = debiased_from_sums(m.count, m.sum_conf, m.sum_correct, n)
+    return {"ece": float(ece), "rmsce": float(rmsce), "mce": float(mce), "ace": float(ace),
+            "debiased_ece": float(deb)}
+
+
+def classwise_ece(stats: SampleStats) -> tuple[float, np.ndarray]:
+    """(mean over classes, per-class ECE (K,)) from the class-wise bin sums."""
+    per_class = np.abs(stats.classwise_sums).sum(axis=1) / stats.n
+    return float(per_class.mean()), per_class
+
+
+def wilson_interval(successes: np.ndarray, n: np.ndarray, z: float = 1.959963984540054):
+    """Wilson score interval for per-bin accuracy (does not collapse on all-correct bins, unlike the bootstrap)."""
+    successes = np.asarray(successes, dtype=np.float64)
+    n = np.asarray(n, dtype=np.float64)
+    safe = np.maximum(n, 1.0)
+    p = successes / safe
+    denom = 1.0 + z * z / safe
+    centre = (p + z * z / (2 * safe)) / denom
+    half = z * np.sqrt(p * (1 - p) / safe + z * z / (4 * safe * safe)) / denom
+    lo = np.where(n > 0, np.clip(centre - half, 0.0, 1.0), np.nan)
+    hi = np.where(n > 0, np.clip(centre + half, 0.0, 1.0), np.nan)
+    return lo, hi
+
+
+def per_class_accuracy(stats: SampleStats) -> tuple[np.ndarray, np.ndarray]:
+    """(accuracy on the samples of each true class (recall), count of each class), both (K,)."""
+    count = np.bincount(stats.labels, minlength=stats.k).astype(np.float64)
+    hits = np.bincount(stats.labels, weights=stats.correct, minlength=stats.k)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        acc = np.where(count > 0, hits / np.maximum(count, 1), np.nan)
+    return acc, count
