@@ -1,0 +1,93 @@
+"""Build resources/demo.h5, the bundled demo file, from the real CIFAR logits described in DEMO_SOURCES.md.
+
+    python resources/build_demo.py [SOURCE_DIR]     # default SOURCE_DIR: ../shared/data next to the repository
+
+The output is deterministic: building twice from the same sources gives byte-identical files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+import h5py
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # run from a checkout without installing
+
+from calibview.core.logits import list_runs, write_splits  # noqa: E402
+
+DEFAULT_SOURCE = REPO.parent / "shared" / "data"
+OUTPUT = REPO / "resources" / "demo.h5"
+
+CIFAR10_CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
+CIFAR100_CLASSES = (
+    "apple", "aquarium_fish", "baby", "bear", "beaver", "bed", "bee", "beetle", "bicycle", "bottle",
+    "bowl", "boy", "bridge", "bus", "butterfly", "camel", "can", "castle", "caterpillar", "cattle",
+    "chair", "chimpanzee", "clock", "cloud", "cockroach", "couch", "crab", "crocodile", "cup", "dinosaur",
+    "dolphin", "elephant", "flatfish", "forest", "fox", "girl", "hamster", "house", "kangaroo", "keyboard",
+    "lamp", "lawn_mower", "leopard", "lion", "lizard", "lobster", "man", "maple_tree", "motorcycle", "mountain",
+    "mouse", "mushroom", "oak_tree", "orange", "orchid", "otter", "palm_tree", "pear", "pickup_truck", "pine_tree",
+    "plain", "plate", "poppy", "porcupine", "possum", "rabbit", "raccoon", "ray", "road", "rocket",
+    "rose", "sea", "seal", "shark", "shrew", "skunk", "skyscraper", "snail", "snake", "spider",
+    "squirrel", "streetcar", "sunflower", "sweet_pepper", "table", "tank", "telephone", "television", "tiger",
+    "tractor", "train", "trout", "tulip", "turtle", "wardrobe", "whale", "willow_tree", "wolf", "woman", "worm",
+)
+
+_ORIGIN = ('the pretrained ResNet-110 models of Mukhoti et al. 2020, "Calibrating Deep Neural Networks using Focal '
+           'Loss" (NeurIPS 2020); logits published in the GitHub repository AIgen/df-posthoc-calibration '
+           "(MIT licence, Copyright (c) 2021 AIgen), commit 2e41ac939f23e5b20d2910000d887ba33c3af402, ")
+ROOT_ATTRIBUTION = "Logits of " + _ORIGIN + "data/{cifar10,focal_cifar10,cifar100}_resnet110/"
+
+# (model, dataset, source file, directory in the upstream repository, training loss, class names)
+RUNS = (
+    ("resnet110-brier", "cifar10", "mukhoti_brier_cifar10_resnet110.npz", "cifar10_resnet110", "Brier",
+     CIFAR10_CLASSES),
+    ("resnet110-flsd53", "cifar10", "mukhoti_flsd53_cifar10_resnet110.npz", "focal_cifar10_resnet110",
+     "adaptive focal loss (FLSD-53)", CIFAR10_CLASSES),
+    ("resnet110-brier", "cifar100", "mukhoti_brier_cifar100_resnet110.npz", "cifar100_resnet110", "Brier",
+     CIFAR100_CLASSES),
+)
+SPLITS = ("val", "test")
+
+
+def build(source: Path, output: Path = OUTPUT) -> Path:
+    """Write ``output`` from the three .npz files in ``source``; returns the output path."""
+    assert len(CIFAR10_CLASSES) == 10 and len(CIFAR100_CLASSES) == 100 == len(set(CIFAR100_CLASSES))
+    tmp = output.with_name(f".{output.name}.building")
+    if tmp.exists():
+        tmp.unlink()
+    try:
+        for model, dataset, filename, upstream, loss, classes in RUNS:
+            with np.load(source / filename, allow_pickle=False) as z:
+                splits = {s: ("logits", z[f"logits_{s}"], z[f"labels_{s}"].astype(np.int64)) for s in SPLITS}
+            attrs = {"attribution": f"Logits of {_ORIGIN}data/{upstream}/",
+                     "training_loss": loss, "source_file": filename}
+            write_splits(tmp, model, dataset, splits, class_names=classes, attrs=attrs, compression="gzip")
+        with h5py.File(tmp, "r+") as f:
+            f.attrs["attribution"] = ROOT_ATTRIBUTION
+        os.replace(tmp, output)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return output
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("source", nargs="?", type=Path, default=DEFAULT_SOURCE,
+                        help=f"directory holding the .npz files (default: {DEFAULT_SOURCE})")
+    parser.add_argument("-o", "--output", type=Path, default=OUTPUT, help=f"output file (default: {OUTPUT})")
+    args = parser.parse_args(argv)
+    out = build(args.source, args.output)
+    for run in list_runs(out):
+        print(f"{run.name}: K = {run.k}, " + ", ".join(f"{s.name} N = {s.n}" for s in run.splits))
+    print(f"wrote {out} ({out.stat().st_size / 1e6:.1f} MB)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
