@@ -1,0 +1,269 @@
+"""Post-hoc calibrators: fit on one split, apply to another, full probability rows out.
+
+The interface every calibrator plugs into (the calibrator-family issue adds VS, MS, Dirichlet, HB, IR, Platt, beta
+and MRR through :func:`register`):
+
+- a :class:`Method` knows its CLI ``name``, a display ``label``, whether it ``keeps_argmax``, and implements
+  ``fit(scores, labels, *, progress, cancel) -> dict`` (JSON-able parameters) and
+  ``apply(params, scores) -> log-probabilities``;
+- :func:`fit` wraps the result in an immutable :class:`Fitted` that applies itself, reports warnings and
+  round-trips through JSON (``to_json`` / :func:`from_json`).
+
+``scores`` is an (N, K) torch tensor of logits, or of log-probabilities when the file stores probabilities
+(softmax of log p is p, so every method treats both alike). Outputs are float64 log-probabilities.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar, Mapping, Optional
+
+import numpy as np
+import torch
+
+from .errors import CalibviewError, check_cancel, report
+
+FORMAT_VERSION = 1
+
+
+class Method:
+    """One post-hoc calibration method (stateless; parameters live in :class:`Fitted`)."""
+
+    name: ClassVar[str]
+    label: ClassVar[str]
+    keeps_argmax: ClassVar[bool] = False
+    binary_only: ClassVar[bool] = False
+
+    def fit(self, scores: torch.Tensor, labels: torch.Tensor, *, progress=None,
+            cancel: Optional[threading.Event] = None) -> tuple[dict[str, Any], tuple[str, ...]]:
+        """Return (JSON-able parameters, warnings)."""
+        raise NotImplementedError
+
+    def apply(self, params: Mapping[str, Any], scores: torch.Tensor) -> torch.Tensor:
+        """(N, K) calibrated log-probabilities, float64, on the scores' device."""
+        raise NotImplementedError
+
+
+_REGISTRY: dict[str, Method] = {}
+
+
+def register(method: Method) -> Method:
+    _REGISTRY[method.name] = method
+    return method
+
+
+def available() -> tuple[str, ...]:
+    return tuple(_REGISTRY)
+
+
+def get(name: str) -> Method:
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise CalibviewError(f"Unknown calibrator {name!r}; choose from {', '.join(_REGISTRY)}.") from None
+
+
+@dataclass(frozen=True)
+class Fitted:
+    """A fitted calibrator: immutable, applies itself, exports its parameters as JSON."""
+
+    method: str
+    k: int
+    params: Mapping[str, Any]
+    warnings: tuple[str, ...] = ()
+    fit_info: Mapping[str, Any] = field(default_factory=dict)   # file, run, split, n of the fit split
+
+    @property
+    def label(self) -> str:
+        return get(self.method).label
+
+    @property
+    def keeps_argmax(self) -> bool:
+        return get(self.method).keeps_argmax
+
+    def apply(self, scores: torch.Tensor) -> torch.Tensor:
+        if scores.ndim != 2 or scores.shape[1] != self.k:
+            raise CalibviewError(
+                f"The {self.label} calibrator was fitted on K = {self.k} classes but the scores have "
+                f"{scores.shape[1] if scores.ndim == 2 else 'no'} columns; fit it on data with the same classes.")
+        return get(self.method).apply(self.params, scores)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"calibview_calibrator": FORMAT_VERSION, "method": self.method, "k": self.k,
+                "params": _jsonable(self.params), "warnings": list(self.warnings),
+                "fit": _jsonable(self.fit_info)}
+
+
+def from_json(obj: Mapping[str, Any] | str) -> Fitted:
+    """Load a calibrator written by :meth:`Fitted.to_json` (a dict, or its JSON text)."""
+    if isinstance(obj, str):
+        obj = json.loads(obj)
+    if not isinstance(obj, Mapping) or "method" not in obj or "k" not in obj:
+        raise CalibviewError("This JSON is not a calibview calibrator (it has no 'method' and 'k').")
+    get(obj["method"])
+    return Fitted(method=obj["method"], k=int(obj["k"]), params=dict(obj.get("params", {})),
+                  warnings=tuple(obj.get("warnings", ())), fit_info=dict(obj.get("fit", {})))
+
+
+def _jsonable(x: Any) -> Any:
+    if isinstance(x, Mapping):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, (np.ndarray, torch.Tensor)):
+        return _jsonable(np.asarray(x.cpu() if isinstance(x, torch.Tensor) else x).tolist())
+    if isinstance(x, (np.floating, np.integer)):
+        return x.item()
+    return x
+
+
+def fit(method: str, scores: torch.Tensor, labels: torch.Tensor, *, fit_info: Mapping[str, Any] | None = None,
+        progress=None, cancel: Optional[threading.Event] = None) -> Fitted:
+    """Fit ``method`` on (scores, labels) of the fit split."""
+    m = get(method)
+    k = int(scores.shape[1])
+    if m.binary_only and k != 2:
+        raise CalibviewError(f"{m.label} is for binary problems (K = 2), but this run has K = {k} classes; "
+                             "use temperature or vector scaling instead.")
+    params, warnings = m.fit(scores, labels, progress=progress, cancel=cancel)
+    return Fitted(method=method, k=k, params=params, warnings=tuple(warnings), fit_info=dict(fit_info or {}))
+
+
+# --- the identity -------------------------------------------------------------------------------------------
+
+class Identity(Method):
+    name, label, keeps_argmax = "none", "Uncalibrated", True
+
+    def fit(self, scores, labels, *, progress=None, cancel=None):
+        return {}, ()
+
+    def apply(self, params, scores):
+        return torch.log_softmax(scores.to(torch.float64), dim=1)
+
+
+# --- temperature scaling --------------------------------------------------------------------------------------
+
+def _temperature_moments(scores: torch.Tensor, labels: torch.Tensor, beta: float,
+                         chunk_rows: int = 4096, cancel=None) -> tuple[float, float, float]:
+    """NLL(beta) and its first two derivatives in beta = 1/T, means over rows.
+
+    NLL(beta) = mean[logsumexp(beta z) - beta z_y]; d/dbeta = mean[E_p z - z_y]; d2/dbeta2 = mean[Var_p z] >= 0,
+    so the problem is convex in beta and a safeguarded Newton iteration converges from any start.
+    Rows are shifted by their maximum first (p is unchanged), so the terms that carry the probability mass are
+    small numbers: the pass runs in the scores' own precision (float32 is 3x faster than float64 here) with
+    per-row results accumulated in float64, which keeps T accurate to ~1e-7.
+    """
+    f = g = h = 0.0
+    n = scores.shape[0]
+    for start in range(0, n, chunk_rows):
+        check_cancel(cancel)
+        z = scores[start:start + chunk_rows]
+        y = labels[start:start + chunk_rows]
+        zs = z - z.amax(dim=1, keepdim=True)
+        # exact zeros in a probabilities file are -inf here: weight 0, and 0 * -inf must not become NaN
+        zs = torch.nan_to_num(zs, neginf=-1e30) if not torch.isfinite(zs).all() else zs
+        e = torch.exp(zs * beta)
+        s0 = e.sum(1).double()
+        ez = e.mul_(zs)
+        s1 = ez.sum(1).double()
+        s2 = ez.mul_(zs).sum(1).double()
+        zy = zs.gather(1, y[:, None])[:, 0].double()
+        mean = s1 / s0
+        f += float((torch.log(s0) - beta * zy).sum())
+        g += float((mean - zy).sum())
+        h += float((s2 / s0 - mean * mean).clamp_min(0).sum())
+    return f / n, g / n, h / n
+
+
+def fit_temperature(scores: torch.Tensor, labels: torch.Tensor, *, tol: float = 1e-7, max_iter: int = 100,
+                    cancel=None, progress=None) -> tuple[float, int, tuple[str, ...]]:
+    """Temperature T minimising the NLL of softmax(z / T): safeguarded Newton in beta = 1/T, converged.
+
+    Iterates on a subsample first (cheap), then polishes on the full split; each full pass costs one exp over
+    the (N, K) matrix. Returns (T, full passes used, warnings).
+    """
+    n = scores.shape[0]
+    warnings: list[str] = []
+    beta = 1.0
+    stages = []
+    if n > 20_000:
+        gen = torch.Generator(device="cpu").manual_seed(0)
+        idx = torch.randperm(n, generator=gen)[:10_000].to(scores.device)
+        stages.append((scores[idx], labels[idx], 1e-6))
+    stages.append((scores, labels, tol))
+    passes = 0
+    for si, (z, y, stage_tol) in enumerate(stages):
+        lo, hi = 0.0, math.inf     # bracket on beta from the sign of the gradient (convexity)
+        for it in range(max_iter):
+            f, g, h = _temperature_moments(z, y, beta, cancel=cancel)
+            if si == len(stages) - 1:
+                passes += 1
+                report(progress, min(0.95, 0.2 + 0.15 * it), f"temperature scaling: T = {1 / beta:.6g}")
+            if h <= 0.0 and g <= 0.0:
+                # every row is numerically one-hot on its label: the NLL only falls further as T -> 0
+                beta = 1e6
+                break
+            if g > 0:
+                hi = min(hi, beta)
+            else:
+                lo = max(lo, beta)
+            step = -g / h if h > 0 else math.inf
+            new = beta + step
+            if not (lo < new < hi) or not math.isfinite(new):
+                new = (lo + hi) / 2 if math.isfinite(hi) else max(2 * beta, lo * 2 if lo > 0 else 2 * beta)
+            converged = abs(new - beta) <= stage_tol * max(beta, 1e-12)
+            beta = new
+            if converged:
+                break
+        else:
+            warnings.append(f"temperature scaling did not converge in {max_iter} Newton steps (T = {1 / beta:.6g})")
+        if beta >= 1e6:
+            warnings.append("the NLL keeps falling as T -> 0: the fit split is separable; T was capped at 1e-6")
+            beta = 1e6
+            break
+    return 1.0 / beta, passes, tuple(warnings)
+
+
+class Temperature(Method):
+    name, label, keeps_argmax = "ts", "Temperature scaling", True
+
+    def fit(self, scores, labels, *, progress=None, cancel=None):
+        t, passes, warnings = fit_temperature(scores, labels, cancel=cancel, progress=progress)
+        return {"temperature": t, "objective": "nll", "passes": passes}, warnings
+
+    def apply(self, params, scores):
+        return torch.log_softmax(scores.to(torch.float64) / float(params["temperature"]), dim=1)
+
+
+class TemperatureGrid(Temperature):
+    """Mukhoti et al.'s protocol: the first T on 0.1, 0.2, ..., 10.0 with minimal fit-split ECE (15 bins)."""
+
+    name, label = "ts-grid", "Temperature scaling (ECE grid)"
+    grid = tuple(round(0.1 * i, 1) for i in range(1, 101))
+
+    def fit(self, scores, labels, *, progress=None, cancel=None, n_bins: int = 15):
+        from .metrics import ece_from_sums, equal_width_table
+        z = scores.to(torch.float64)
+        pred = z.argmax(dim=1)      # T > 0 never changes the arg-max
+        correct = (pred == labels).to(torch.float64).cpu().numpy()
+        zmax = z.max(dim=1, keepdim=True).values
+        gap = torch.where(torch.isfinite(z), z - zmax, torch.full((), -math.inf, dtype=torch.float64,
+                                                                   device=z.device))
+        best_t, best_ece = None, math.inf
+        for i, t in enumerate(self.grid):
+            check_cancel(cancel)
+            conf = (1.0 / torch.exp(gap / t).sum(dim=1)).cpu().numpy()
+            table = equal_width_table(conf, correct, n_bins)
+            ece = float(ece_from_sums(table.count, table.sum_conf, table.sum_correct, conf.shape[0])[0])
+            if ece < best_ece:         # strict: the first T with minimal ECE wins ties
+                best_t, best_ece = t, ece
+            report(progress, (i + 1) / len(self.grid), f"temperature grid: T = {t:.1f}")
+        return {"temperature": best_t, "objective": "ece-grid", "fit_ece": best_ece}, ()
+
+
+register(Identity())
+register(Temperature())
+register(TemperatureGrid())
