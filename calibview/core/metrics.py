@@ -97,12 +97,15 @@ class SampleStats:
         return int(self.conf.shape[0])
 
 
-def sample_stats(log_probs: torch.Tensor, labels: torch.Tensor, *, n_bins: int,
-                 chunk_rows: int = 8192) -> SampleStats:
-    """Reduce calibrated log-probabilities to :class:`SampleStats`.
+def sample_stats(log_probs: torch.Tensor, labels: torch.Tensor, *, n_bins: int, transform=None,
+                 on_chunk=None, chunk_rows: int = 4096) -> SampleStats:
+    """Reduce calibrated log-probabilities to :class:`SampleStats`, streaming over row chunks.
 
-    log_probs : (N, K) float64 tensor (any device), rows log-normalised.
+    log_probs : (N, K) float64 tensor (any device), rows log-normalised; or, with ``transform``, any (N, K)
+        scores that ``transform(chunk)`` maps to float64 log-probabilities (a fitted calibrator's ``apply``),
+        so the (N, K) float64 matrix never exists in memory at once.
     labels : (N,) int64 tensor on the same device.
+    on_chunk : optional ``on_chunk(start, log_probs_chunk, labels_chunk)`` for other per-chunk consumers.
     Only entries with ``p > 1/B`` fall outside the first class-wise bin, and a row has fewer than ``B`` of them,
     so the class-wise sums are a per-class total minus a sparse correction: O(N K) flops, O(N B) scatter.
     """
@@ -119,7 +122,11 @@ def sample_stats(log_probs: torch.Tensor, labels: torch.Tensor, *, n_bins: int,
     for start in range(0, n, chunk_rows):
         stop = min(n, start + chunk_rows)
         lp = log_probs[start:stop]
+        if transform is not None:
+            lp = transform(lp)
         y = labels[start:stop]
+        if on_chunk is not None:
+            on_chunk(start, lp, y)
         p = lp.exp()
         lp_max, arg = lp.max(dim=1)
         conf[start:stop] = lp_max.exp()

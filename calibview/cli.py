@@ -1,0 +1,237 @@
+"""The command line: ``calibview report|metrics|runs|import ...``. Uses the core only (no Qt).
+
+User errors exit with status 2 and one sentence on stderr, never a traceback; a progress bar goes to stderr when
+it is a terminal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Optional, Sequence
+
+from . import __version__
+from .core.errors import Cancelled, CalibviewError
+
+EXIT_USER_ERROR = 2
+EXIT_INTERRUPTED = 130
+
+
+def demo_path() -> Path:
+    """The bundled demo file (real CIFAR ResNet-110 logits, see resources/DEMO_SOURCES.md)."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "resources" / "demo.h5", here.parent / "resources" / "demo.h5"):
+        if candidate.is_file():
+            return candidate
+    raise CalibviewError("The bundled demo file resources/demo.h5 is missing from this installation; "
+                         "give an HDF5 file explicitly.")
+
+
+class ProgressBar:
+    """A one-line progress bar on stderr (only when stderr is a terminal, so logs stay clean)."""
+
+    def __init__(self, enabled: Optional[bool] = None, width: int = 30) -> None:
+        self.enabled = sys.stderr.isatty() if enabled is None else enabled
+        self.width, self.prefix, self._last = width, "", 0.0
+
+    def __call__(self, fraction: float, message: str) -> None:
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if fraction < 1.0 and now - self._last < 0.05:
+            return
+        self._last = now
+        filled = int(round(self.width * fraction))
+        line = f"\r{self.prefix}[{'#' * filled}{'.' * (self.width - filled)}] {fraction * 100:3.0f}% {message}"
+        sys.stderr.write(line[:120].ljust(120))
+        sys.stderr.flush()
+
+    def done(self) -> None:
+        if self.enabled:
+            sys.stderr.write("\r" + " " * 120 + "\r")
+            sys.stderr.flush()
+
+
+def _add_eval_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", nargs="?", help="HDF5 logits file (default: the bundled demo)")
+    p.add_argument("--run", action="append", metavar="MODEL/DATASET",
+                   help="run to evaluate (repeatable; default: every run in the file)")
+    p.add_argument("--fit-split", default=None, help="split the calibrators are fitted on (default: val)")
+    p.add_argument("--eval-split", default=None, help="split the metrics are computed on (default: test)")
+    p.add_argument("--calibrators", default=None,
+                   help="comma-separated: none,ts,ts-grid,... (default: none,ts)")
+    p.add_argument("--bins", default="15", help="number of bins, or 'auto' (default: 15)")
+    p.add_argument("--bandwidth", type=float, default=0.05, help="kernel bandwidth of the diagram (default 0.05)")
+    p.add_argument("--kernel", choices=("gaussian", "epanechnikov"), default="gaussian")
+    p.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples per interval (0: none)")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    p.add_argument("--level", type=float, default=0.95, help="interval level (default 0.95)")
+    p.add_argument("--device", default="auto", help="cpu, cuda or auto (default: auto)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="calibview", description="Calibration and sharpness of stored classifier logits.")
+    parser.add_argument("--version", action="version", version=f"calibview {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("report", help="write metrics.csv, curves.csv and calibrators.json for every run")
+    _add_eval_options(p)
+    p.add_argument("--out", "-o", required=True, help="output directory")
+
+    p = sub.add_parser("metrics", help="print the metric rows (as JSON with --json, else a table)")
+    _add_eval_options(p)
+    p.add_argument("--json", action="store_true", help="print JSON rows to stdout")
+
+    p = sub.add_parser("runs", help="list the runs and splits in a file (metadata only)")
+    p.add_argument("file", nargs="?", help="HDF5 logits file (default: the bundled demo)")
+
+    p = sub.add_parser("import", help="convert .npz, .npy pairs or .pt logits into a calibview HDF5 file")
+    p.add_argument("src", help="source file (.npz, .npy, .pt, .pth)")
+    p.add_argument("-o", "--out", required=True, help="HDF5 file to write (appended to if it exists)")
+    p.add_argument("--model", default=None)
+    p.add_argument("--dataset", default=None)
+    p.add_argument("--split", default=None)
+    return parser
+
+
+def _requests(args) -> list:
+    from .core import calibrators as calib
+    from .core import logits as lg
+    from .core.evaluate import EvalRequest
+
+    file = args.file or str(demo_path())
+    runs = lg.list_runs(file)
+    chosen = [lg.find_run(runs, name) for name in args.run] if args.run else runs
+    explicit = args.calibrators is not None
+    names = tuple(c.strip() for c in (args.calibrators or "none,ts").split(",") if c.strip())
+    for name in names:
+        calib.get(name)
+    requests = []
+    for run in chosen:
+        split_names = [s.name for s in run.splits]
+        eval_split = args.eval_split or ("test" if "test" in split_names else split_names[-1])
+        fit_split = args.fit_split
+        if fit_split is None:
+            others = [s for s in split_names if s != eval_split]
+            fit_split = "val" if "val" in others else (others[0] if others else None)
+        run_names = names
+        if fit_split is None and any(c != "none" for c in names):
+            if explicit:
+                raise CalibviewError(
+                    f"Run {run.name} in {file} has only the split {eval_split!r}, so there is nothing to fit "
+                    "calibrators on; add a fit split to the file or pass --fit-split explicitly.")
+            run_names = ("none",)
+            print(f"calibview: run {run.name} has a single split: reporting it uncalibrated.", file=sys.stderr)
+        requests.append(EvalRequest(file=str(file), run=run.name, eval_split=eval_split, fit_split=fit_split,
+                                    calibrators=run_names, bins=args.bins, n_boot=args.n_boot, seed=args.seed,
+                                    level=args.level, bandwidth=args.bandwidth, kernel=args.kernel,
+                                    device=args.device))
+    return requests
+
+
+def _evaluate_all(args) -> list:
+    from .core.evaluate import evaluate
+
+    requests = _requests(args)
+    bar = ProgressBar(enabled=False if args.quiet else None)
+    cancel = threading.Event()
+    results = []
+    try:
+        for i, req in enumerate(requests):
+            bar.prefix = f"{req.run} ({i + 1}/{len(requests)}) "
+            results.append(evaluate(req, progress=bar, cancel=cancel))
+    finally:
+        bar.done()
+    return results
+
+
+def _cmd_report(args) -> int:
+    from .core.report import write_report
+
+    evaluations = _evaluate_all(args)
+    paths = write_report(evaluations, args.out, bandwidth=args.bandwidth, kernel=args.kernel)
+    for ev in evaluations:
+        print(_summary_line(ev))
+    print("wrote " + ", ".join(str(p) for p in paths))
+    return 0
+
+
+def _summary_line(ev) -> str:
+    parts = []
+    for r in ev.results:
+        m = r.metrics
+        parts.append(f"{r.name}: err {100 * (1 - m['accuracy'].value):.2f}% ECE {100 * m['ece'].value:.2f}% "
+                     f"NLL {m['nll'].value:.4g}")
+    return f"{ev.run.name} [{ev.request.eval_split}, N={ev.n_eval}, K={ev.k}] " + "; ".join(parts)
+
+
+def _cmd_metrics(args) -> int:
+    from .core.report import metrics_json, metrics_rows
+
+    evaluations = _evaluate_all(args)
+    rows = metrics_rows(evaluations)
+    if args.json:
+        sys.stdout.write(metrics_json(rows))
+    else:
+        cols = ("accuracy", "nll", "brier", "ece", "ace", "classwise_ece", "smece", "cal", "tot",
+                "sharpness_gap")
+        head = f"{'run':32s} {'calibrator':10s} " + " ".join(f"{c[:13]:>13s}" for c in cols)
+        print(head)
+        for row in rows:
+            run = f"{row['model']}/{row['dataset']}"
+            print(f"{run[:32]:32s} {row['calibrator'][:10]:10s} " + " ".join(f"{row[c]:13.6g}" for c in cols))
+    return 0
+
+
+def _cmd_runs(args) -> int:
+    from .core import logits as lg
+
+    file = args.file or str(demo_path())
+    for run in lg.list_runs(file):
+        splits = ", ".join(f"{s.name} (N={s.n}, {s.kind}, {s.dtype})" for s in run.splits)
+        print(f"{run.name}\tK={run.k}\t{splits}")
+    return 0
+
+
+def _cmd_import(args) -> int:
+    from .core.importers import import_arrays
+
+    runs = import_arrays(args.src, args.out, model=args.model, dataset=args.dataset, split=args.split)
+    for run in runs:
+        print(f"{args.out}: {run.name} " + ", ".join(f"{s.name} (N={s.n}, K={s.k})" for s in run.splits))
+    return 0
+
+
+COMMANDS = {"report": _cmd_report, "metrics": _cmd_metrics, "runs": _cmd_runs, "import": _cmd_import}
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not args.command:
+        # The desktop app takes over a bare `calibview` once the GUI exists; until then, show the help.
+        parser.print_help()
+        return 0
+    try:
+        return COMMANDS[args.command](args)
+    except Cancelled:
+        print("calibview: cancelled", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except KeyboardInterrupt:
+        print("\ncalibview: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except CalibviewError as e:
+        print(f"calibview: error: {e}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    except (OSError, ValueError) as e:
+        print(f"calibview: error: {e}", file=sys.stderr)
+        return EXIT_USER_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,213 @@
+"""Percentile bootstrap intervals for every metric, computed as matrix products.
+
+A resample is a vector of counts ``w`` (sample i drawn ``w_i`` times, ``sum w = N``). Every metric here is a
+function of sums ``sum_i w_i x_i`` of per-sample features ``x_i``, so a block of resamples ``W`` (R, N) turns into
+all metrics at once through ``W @ F`` for a feature matrix ``F``. We split ``W = 1 + (W - 1)``: the ``1`` part is
+the exact float64 sum of the evaluation split, and only the fluctuation ``(W - 1) @ F`` is computed in float32
+(bfloat16 for the wide class-wise matrix), so rounding touches the spread of the interval, never its centre.
+
+The same resamples (same seed) are used for every calibrator of an evaluation, so differences between
+calibrators are paired comparisons.
+
+Conventions (documented in the README):
+- equal-width bins are re-decided per resample only through the counts (a sample's bin depends on its own
+  confidence, so this is exact);
+- equal-mass bins (ACE, debiased ECE) keep the evaluation split's quantile groups in every resample, rather than
+  re-sorting each resample; the groups stay nearly equal-mass;
+- SmoothECE and CAL/TOT per resample come from :mod:`calibview.core.smoothing`.
+"""
+
+from __future__ import annotations
+
+import threading
+import warnings
+from dataclasses import dataclass
+from typing import Iterator, Optional
+
+import numpy as np
+import torch
+
+from . import smoothing
+from .errors import check_cancel
+from .metrics import (SampleStats, debiased_from_sums, ece_from_sums, equal_mass_order, equal_width_bin)
+
+
+@dataclass(frozen=True)
+class Interval:
+    lo: float
+    hi: float
+
+
+class Resampler:
+    """Deterministic multinomial resample counts, generated in blocks of rows so memory stays O(block x N)."""
+
+    def __init__(self, n: int, n_boot: int = 1000, seed: int = 0, *, device: torch.device | str = "cpu",
+                 block: Optional[int] = None) -> None:
+        if n_boot < 0:
+            raise ValueError("the number of bootstrap resamples must be >= 0")
+        self.n, self.n_boot, self.seed = int(n), int(n_boot), int(seed)
+        self.device = torch.device(device)
+        # About 16M counts per block: 64 MB of float32, big enough for efficient matrix products.
+        self.block = block or max(1, min(self.n_boot, (1 << 24) // max(self.n, 1)))
+
+    def __len__(self) -> int:
+        return (self.n_boot + self.block - 1) // self.block if self.n_boot else 0
+
+    def blocks(self) -> Iterator[torch.Tensor]:
+        """Yield (R_b, N) float32 count matrices; the same seed gives the same resamples on every device."""
+        for i, start in enumerate(range(0, self.n_boot, self.block)):
+            rows = min(self.block, self.n_boot - start)
+            gen = torch.Generator(device="cpu").manual_seed(self.seed * 1_000_003 + i)
+            idx = torch.randint(0, self.n, (rows, self.n), generator=gen, dtype=torch.int64)
+            idx += torch.arange(rows, dtype=torch.int64)[:, None] * self.n
+            counts = torch.bincount(idx.view(-1), minlength=rows * self.n).view(rows, self.n)
+            yield counts.to(device=self.device, dtype=torch.float32)
+
+
+def _onehot_features(index: np.ndarray, n_cols: int, columns: list[np.ndarray]) -> np.ndarray:
+    """(N, len(columns) * n_cols): for each feature vector x, x placed in the column of each sample's bin."""
+    n = index.shape[0]
+    out = np.zeros((n, len(columns) * n_cols), dtype=np.float64)
+    rows = np.arange(n)
+    for j, x in enumerate(columns):
+        out[rows, j * n_cols + index] = x
+    return out
+
+
+class ClasswiseFeatures:
+    """Per-chunk consumer that builds the class-wise ECE bootstrap features of one calibrator.
+
+    A dense (N, K) matrix of ``p - y`` for the entries in the first bin (most of them), and a sparse matrix
+    for the few entries in higher bins (fewer than B per row). Pass :meth:`add` as ``sample_stats``' on_chunk.
+    """
+
+    def __init__(self, n: int, k: int, n_bins: int, device: torch.device) -> None:
+        self.n, self.k, self.b, self.device = n, k, n_bins, device
+        # Wide products dominate the cost when N*K is large: bfloat16 halves it and only rounds the fluctuation.
+        self.dtype = torch.bfloat16 if n * k >= 4_000_000 else torch.float32
+        self.dense = torch.empty((n, k), dtype=self.dtype, device=device)
+        self.edges = torch.from_numpy(np.linspace(0.0, 1.0, n_bins + 1)).to(device)
+        self._rows, self._cols, self._vals = [], [], []
+
+    def add(self, start: int, log_probs: torch.Tensor, labels: torch.Tensor) -> None:
+        p = log_probs.exp()
+        rows, cols = (p > self.edges[1]).nonzero(as_tuple=True)       # the same test as sample_stats
+        if rows.numel():
+            bins = (torch.searchsorted(self.edges, p[rows, cols], side="left") - 1).clamp_(1, self.b - 1)
+        p[torch.arange(p.shape[0], device=p.device), labels] -= 1.0          # p - y
+        if rows.numel():
+            self._rows.append(rows + start)
+            self._cols.append(cols * self.b + bins)
+            self._vals.append(p[rows, cols].to(torch.float32))
+            p[rows, cols] = 0.0
+        self.dense[start:start + p.shape[0]] = p.to(self.dtype)
+
+    def sparse_t(self) -> torch.Tensor:
+        """(K*B, N) CSR matrix of the higher-bin entries (column index = class * B + bin)."""
+        kb = self.k * self.b
+        if self._rows:
+            rows, cols, vals = torch.cat(self._rows), torch.cat(self._cols), torch.cat(self._vals)
+        else:
+            rows = cols = torch.zeros(0, dtype=torch.int64, device=self.device)
+            vals = torch.zeros(0, dtype=torch.float32, device=self.device)
+        order = torch.argsort(cols * self.n + rows)
+        crow = torch.zeros(kb + 1, dtype=torch.int64, device=self.device)
+        crow[1:] = torch.cumsum(torch.bincount(cols, minlength=kb), 0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)          # "sparse CSR support is in beta"
+            return torch.sparse_csr_tensor(crow, rows[order], vals[order], size=(kb, self.n),
+                                           check_invariants=False)
+
+
+class MetricBootstrap:
+    """Accumulates the bootstrap distribution of every metric of one calibrator's predictions.
+
+    stats : the calibrator's :class:`SampleStats` on the evaluation split.
+    classwise : the :class:`ClasswiseFeatures` filled while ``stats`` was computed.
+    """
+
+    def __init__(self, stats: SampleStats, classwise: ClasswiseFeatures, *, n_bins: int, bandwidth: float,
+                 kernel: str, device: torch.device) -> None:
+        self.stats, self.n_bins, self.bandwidth, self.kernel = stats, n_bins, bandwidth, kernel
+        self.device = device
+        n, b = stats.n, n_bins
+        self.n = n
+        nll = stats.nll
+        self.nll_inf = ~np.isfinite(nll)
+        nll_finite = np.where(self.nll_inf, 0.0, nll)
+        top = (stats.conf - stats.correct) ** 2
+        ew = equal_width_bin(stats.conf, b)
+        order, group = equal_mass_order(stats.conf, b)
+        em = np.empty_like(group)
+        em[order] = group
+        self.n_mass = int(group[-1]) + 1 if group.size else 0
+        cols = [np.stack([stats.correct, nll_finite, self.nll_inf.astype(np.float64), stats.brier, top], 1),
+                _onehot_features(ew, b, [np.ones(n), stats.conf, stats.correct]),
+                _onehot_features(em, self.n_mass, [np.ones(n), stats.conf, stats.correct])]
+        feats = np.concatenate(cols, axis=1)
+        self.base = feats.sum(axis=0)                               # exact float64 centre
+        self.feats = torch.from_numpy(feats).to(device=device, dtype=torch.float32)
+        self.cw_dtype = classwise.dtype
+        self.cw_dense = classwise.dense
+        self.cw_sparse_t = classwise.sparse_t()
+        self.cw_base = torch.from_numpy(stats.classwise_sums).to(device)
+        self._values: dict[str, list[np.ndarray]] = {}
+
+    def update(self, counts: torch.Tensor) -> None:
+        """Add the metrics of a block of resamples (R_b, N) float32 counts."""
+        n, b, m = self.n, self.n_bins, self.n_mass
+        fluct = counts - 1.0
+        sums = (fluct @ self.feats).double().cpu().numpy() + self.base        # (R_b, F)
+        out: dict[str, np.ndarray] = {}
+        out["accuracy"] = sums[:, 0] / n
+        out["nll"] = np.where(sums[:, 2] > 0.5, np.inf, sums[:, 1] / n)
+        out["brier"] = sums[:, 3] / n
+        out["brier_top"] = sums[:, 4] / n
+        w = sums[:, 5:5 + 3 * b]
+        out["ece"], out["rmsce"], out["mce"] = ece_from_sums(w[:, :b], w[:, b:2 * b], w[:, 2 * b:], n)
+        q = sums[:, 5 + 3 * b:]
+        out["ace"], _, _ = ece_from_sums(q[:, :m], q[:, m:2 * m], q[:, 2 * m:], n)
+        out["debiased_ece"] = debiased_from_sums(q[:, :m], q[:, m:2 * m], q[:, 2 * m:], n)
+        # Class-wise ECE: exact centre + dense first-bin fluctuation + sparse higher-bin fluctuation.
+        cw = self.cw_base.unsqueeze(0).repeat(counts.shape[0], 1, 1)             # (R_b, K, B)
+        cw[:, :, 0] += (fluct.to(self.cw_dtype) @ self.cw_dense).double()
+        if self.cw_sparse_t._nnz():
+            cw[:, :, 1:] += torch.sparse.mm(self.cw_sparse_t, fluct.T).T.double().view(
+                counts.shape[0], self.stats.k, b)[:, :, 1:]
+        out["classwise_ece"] = (cw.abs().sum(dim=2) / n).mean(dim=1).cpu().numpy()
+        out["smece"] = smoothing.smece_resampled(self.stats.conf, self.stats.correct, counts).cpu().numpy()
+        cal, tot = smoothing.cal_resampled(self.stats.conf, self.stats.correct, self.stats.brier, counts,
+                                           bandwidth=self.bandwidth, kernel=self.kernel)
+        out["cal"], out["tot"] = cal.cpu().numpy(), tot.cpu().numpy()
+        out["sharpness_gap"] = out["tot"] - out["cal"]
+        for name, v in out.items():
+            self._values.setdefault(name, []).append(np.asarray(v, dtype=np.float64))
+
+    def intervals(self, level: float = 0.95) -> dict[str, Interval]:
+        """Percentile intervals (``level`` in (0, 1)); empty when no resamples were drawn."""
+        alpha = (1.0 - level) / 2.0
+        result = {}
+        for name, chunks in self._values.items():
+            v = np.concatenate(chunks)
+            if np.isinf(v).any():
+                # np.percentile interpolates inf - inf into NaN: order statistics instead.
+                v = np.sort(v)
+                lo = v[int(np.floor(alpha * (len(v) - 1)))]
+                hi = v[int(np.ceil((1 - alpha) * (len(v) - 1)))]
+            else:
+                lo, hi = np.percentile(v, [100 * alpha, 100 * (1 - alpha)])
+            result[name] = Interval(float(lo), float(hi))
+        return result
+
+
+def run_bootstrap(boots: list[MetricBootstrap], resampler: Resampler, *, progress=None,
+                  cancel: Optional[threading.Event] = None) -> None:
+    """Feed every block of resamples to every calibrator's accumulator (blocks outer: each is drawn once)."""
+    total = max(1, len(resampler))
+    for i, counts in enumerate(resampler.blocks()):
+        check_cancel(cancel)
+        for boot in boots:
+            boot.update(counts)
+        if progress is not None:
+            progress((i + 1) / total, f"bootstrap {min((i + 1) * resampler.block, resampler.n_boot)}"
+                                      f"/{resampler.n_boot}")

@@ -1,0 +1,270 @@
+"""The one slow call: ``evaluate(request, *, progress, cancel) -> Evaluation``.
+
+One run, a fit split, an evaluation split and a list of calibrators in; immutable results out. The CLI calls it
+directly, the GUI calls it on a worker thread. It reports progress, checks ``cancel`` between steps and uses CUDA
+when available (``device="auto"``) with the same float64 accumulation as on the CPU.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import warnings
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Mapping, Optional, Sequence, Union
+
+import numpy as np
+import torch
+
+from . import calibrators as calib
+from . import logits as lg
+from . import smoothing
+from .bootstrap import ClasswiseFeatures, Interval, MetricBootstrap, Resampler, run_bootstrap
+from .errors import CalibviewError, check_cancel
+from .metrics import (METRIC_NAMES, BinTable, binned_metrics, classwise_ece, equal_width_table,
+                      per_class_accuracy, resolve_bins, sample_stats, wilson_interval)
+
+KERNELS = ("gaussian", "epanechnikov")
+
+
+@dataclass(frozen=True)
+class EvalRequest:
+    """What to evaluate. ``fit_split`` may be None when only ``none`` is requested."""
+
+    file: str
+    run: str
+    eval_split: str = "test"
+    fit_split: Optional[str] = "val"
+    calibrators: tuple[str, ...] = ("none", "ts")
+    bins: Union[int, str] = 15
+    n_boot: int = 1000
+    seed: int = 0
+    level: float = 0.95
+    bandwidth: float = 0.05
+    kernel: str = "gaussian"
+    device: str = "auto"
+    chunk_rows: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class Estimate:
+    value: float
+    lo: float
+    hi: float
+
+
+@dataclass(frozen=True)
+class CalibratorResult:
+    """Everything shown for one calibrator on the evaluation split (arrays are read-only)."""
+
+    name: str
+    label: str
+    fitted: calib.Fitted
+    metrics: Mapping[str, Estimate]
+    bins: BinTable                      # equal-width reliability bins of the evaluation split
+    bin_acc_lo: np.ndarray              # Wilson 95 % interval of each bin's accuracy
+    bin_acc_hi: np.ndarray
+    stats: smoothing.BinnedStats        # sufficient statistics for the calibration-sharpness diagram
+    per_class_ece: np.ndarray           # (K,)
+    per_class_accuracy: np.ndarray      # (K,) accuracy on the samples of each true class
+    per_class_count: np.ndarray         # (K,)
+    smece_sigma: float
+    warnings: tuple[str, ...] = ()
+
+    def curve(self, bandwidth: float, kernel: str = "gaussian") -> smoothing.SharpnessCurve:
+        """The calibration-sharpness curve at any bandwidth: O(grid), never touches the samples again."""
+        return smoothing.sharpness_curve(self.stats, bandwidth, kernel)
+
+    def changes_argmax(self) -> bool:
+        return not self.fitted.keeps_argmax
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    request: EvalRequest
+    run: lg.RunInfo
+    n_eval: int
+    n_fit: int
+    k: int
+    n_bins: int
+    device: str
+    results: tuple[CalibratorResult, ...]
+    elapsed_s: float
+    timings: Mapping[str, float] = field(default_factory=dict)
+
+    def result(self, name: str) -> CalibratorResult:
+        for r in self.results:
+            if r.name == name:
+                return r
+        raise KeyError(name)
+
+
+def resolve_device(device: str) -> torch.device:
+    """``auto`` picks CUDA when torch sees a GPU, else the CPU; ``cuda`` without a GPU is a user error."""
+    device = (device or "auto").lower()
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise CalibviewError("--device cuda was requested but torch sees no CUDA GPU on this machine; "
+                             "use --device cpu or auto.")
+    if device not in ("cpu",) and not device.startswith("cuda"):
+        raise CalibviewError(f"Unknown device {device!r}; use cpu, cuda or auto.")
+    return torch.device(device)
+
+
+def _freeze(a: np.ndarray) -> np.ndarray:
+    a = np.ascontiguousarray(a)
+    a.setflags(write=False)
+    return a
+
+
+def _check_request(req: EvalRequest) -> None:
+    if req.kernel not in KERNELS:
+        raise CalibviewError(f"Unknown kernel {req.kernel!r}; use gaussian or epanechnikov.")
+    if not (req.bandwidth > 0 and np.isfinite(req.bandwidth)):
+        raise CalibviewError(f"The bandwidth must be a positive number, not {req.bandwidth!r}.")
+    if not 0 < req.level < 1:
+        raise CalibviewError(f"The interval level must lie in (0, 1), not {req.level!r}.")
+    if req.n_boot < 0:
+        raise CalibviewError("The number of bootstrap resamples must be 0 or more.")
+    if not req.calibrators:
+        raise CalibviewError("No calibrators were requested; give at least 'none'.")
+    for name in req.calibrators:
+        calib.get(name)
+    if any(c != "none" for c in req.calibrators) and not req.fit_split:
+        raise CalibviewError("Calibrators other than 'none' need a fit split (--fit-split).")
+
+
+def evaluate(req: EvalRequest, *, progress=None, cancel: Optional[threading.Event] = None) -> Evaluation:
+    """Fit every requested calibrator on the fit split and score it on the evaluation split."""
+    t0 = time.perf_counter()
+    timings: dict[str, float] = {}
+    _check_request(req)
+    device = resolve_device(req.device)
+
+    def prog(lo: float, hi: float):
+        if progress is None:
+            return None
+        return lambda f, msg: progress(lo + (hi - lo) * f, msg)
+
+    run = lg.find_run(req.file, req.run)
+    needs_fit = any(c != "none" for c in req.calibrators)
+    run.split(req.eval_split)
+    if needs_fit:
+        run.split(req.fit_split)
+    ev = lg.read_split(req.file, run, req.eval_split, chunk_rows=req.chunk_rows, progress=prog(0.0, 0.1),
+                       cancel=cancel)
+    fit_data = None
+    if needs_fit:
+        fit_data = (ev if req.fit_split == req.eval_split else
+                    lg.read_split(req.file, run, req.fit_split, chunk_rows=req.chunk_rows,
+                                  progress=prog(0.1, 0.15), cancel=cancel))
+    timings["read"] = time.perf_counter() - t0
+    n, k = ev.scores.shape
+    n_bins = resolve_bins(req.bins, n)
+
+    with torch.inference_mode():
+        ev_scores = _scores_tensor(ev, device)
+        ev_labels = torch.from_numpy(ev.labels).to(device)
+        fit_scores = fit_labels = None
+        if fit_data is not None:
+            fit_scores = ev_scores if fit_data is ev else _scores_tensor(fit_data, device)
+            fit_labels = torch.from_numpy(fit_data.labels).to(device)
+
+        partial: list[tuple] = []
+        boots: list[MetricBootstrap] = []
+        n_cal = len(req.calibrators)
+        for i, name in enumerate(req.calibrators):
+            check_cancel(cancel)
+            t1 = time.perf_counter()
+            span = (0.15 + 0.45 * i / n_cal, 0.15 + 0.45 * (i + 1) / n_cal)
+            if name == "none":
+                fitted = calib.fit("none", ev_scores[:1], ev_labels[:1])
+            else:
+                fitted = calib.fit(name, fit_scores, fit_labels, progress=prog(span[0], span[1]), cancel=cancel,
+                                   fit_info={"file": str(req.file), "run": run.name, "split": req.fit_split,
+                                             "n": int(fit_scores.shape[0])})
+            timings[f"fit:{name}"] = time.perf_counter() - t1
+            check_cancel(cancel)
+            t1 = time.perf_counter()
+            classwise = ClasswiseFeatures(n, k, n_bins, device) if req.n_boot else None
+            stats = sample_stats(ev_scores, ev_labels, n_bins=n_bins, transform=fitted.apply,
+                                 on_chunk=classwise.add if classwise else None)
+            point = _point_metrics(stats, n_bins, req)
+            if req.n_boot:
+                boots.append(MetricBootstrap(stats, classwise, n_bins=n_bins, bandwidth=req.bandwidth,
+                                             kernel=req.kernel, device=device))
+            partial.append((name, fitted, stats, point))
+            timings[f"metrics:{name}"] = time.perf_counter() - t1
+            if progress is not None:
+                progress(span[1], f"evaluated {fitted.label}")
+
+        t1 = time.perf_counter()
+        if req.n_boot:
+            run_bootstrap(boots, Resampler(n, req.n_boot, req.seed, device=device), progress=prog(0.6, 0.99),
+                          cancel=cancel)
+        timings["bootstrap"] = time.perf_counter() - t1
+
+    results = []
+    for j, (name, fitted, stats, point) in enumerate(partial):
+        intervals = boots[j].intervals(req.level) if req.n_boot else {}
+        results.append(_assemble(name, fitted, stats, point, intervals, n_bins))
+    if progress is not None:
+        progress(1.0, "done")
+    return Evaluation(request=req, run=run, n_eval=n, n_fit=0 if fit_data is None else fit_data.scores.shape[0],
+                      k=k, n_bins=n_bins, device=str(device), results=tuple(results),
+                      elapsed_s=time.perf_counter() - t0, timings=MappingProxyType(timings))
+
+
+def _scores_tensor(data: lg.SplitData, device: torch.device) -> torch.Tensor:
+    """Logits as stored; probabilities become log-probabilities (log 0 = -inf), so calibrators see one kind."""
+    with warnings.catch_warnings():
+        # The arrays are read-only on purpose; torch warns about that, but nothing here writes to them.
+        warnings.simplefilter("ignore", UserWarning)
+        t = torch.from_numpy(np.asarray(data.scores))
+    if data.kind == "probs":
+        t = torch.log(t.to(torch.float64))
+    return t.to(device)
+
+
+def _point_metrics(stats, n_bins: int, req: EvalRequest) -> dict:
+    out = {
+        "accuracy": float(stats.correct.mean()),
+        "nll": float(stats.nll.mean()),
+        "brier": float(stats.brier.mean()),
+        "brier_top": float(((stats.conf - stats.correct) ** 2).mean()),
+    }
+    out.update(binned_metrics(stats.conf, stats.correct, n_bins))
+    out["classwise_ece"], per_class = classwise_ece(stats)
+    out["smece"], sigma = smoothing.smece(stats.conf, stats.correct)
+    out["cal"], out["tot"] = smoothing.cal_tot(stats.conf, stats.correct, stats.brier, req.bandwidth, req.kernel)
+    out["sharpness_gap"] = out["tot"] - out["cal"]
+    return {"values": out, "per_class_ece": per_class, "sigma": float(sigma),
+            "binned": smoothing.bin_stats(stats.conf, stats.correct, stats.brier)}
+
+
+def _assemble(name, fitted, stats, point, intervals: Mapping[str, Interval], n_bins) -> CalibratorResult:
+    values = point["values"]
+    metrics = {}
+    for m in METRIC_NAMES:
+        iv = intervals.get(m)
+        v = values[m]
+        metrics[m] = Estimate(v, iv.lo if iv else float("nan"), iv.hi if iv else float("nan"))
+    table = equal_width_table(stats.conf, stats.correct, n_bins)
+    lo, hi = wilson_interval(table.sum_correct, table.count)
+    acc, count = per_class_accuracy(stats)
+    warnings = list(fitted.warnings)
+    if not np.isfinite(values["nll"]):
+        n_zero = int((~np.isfinite(stats.nll)).sum())
+        warnings.append(f"NLL is infinite: {fitted.label} gives probability 0 to the true class of "
+                        f"{n_zero} sample(s).")
+    return CalibratorResult(
+        name=name, label=fitted.label, fitted=fitted, metrics=MappingProxyType(metrics), bins=table,
+        bin_acc_lo=_freeze(lo), bin_acc_hi=_freeze(hi), stats=point["binned"],
+        per_class_ece=_freeze(point["per_class_ece"]), per_class_accuracy=_freeze(acc),
+        per_class_count=_freeze(count), smece_sigma=point["sigma"], warnings=tuple(warnings))
+
+
+def quick_request(file: str, run: str, calibrators: Sequence[str] = ("none", "ts"), **kw) -> EvalRequest:
+    return EvalRequest(file=str(file), run=run, calibrators=tuple(calibrators), **kw)
