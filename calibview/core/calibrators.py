@@ -147,7 +147,8 @@ class Identity(Method):
 # --- temperature scaling --------------------------------------------------------------------------------------
 
 def _temperature_moments(scores: torch.Tensor, labels: torch.Tensor, beta: float,
-                         chunk_rows: int = 4096, cancel=None) -> tuple[float, float, float]:
+                         chunk_rows: int = 4096, cancel=None, has_neg_inf: bool = False
+                         ) -> tuple[float, float, float]:
     """NLL(beta) and its first two derivatives in beta = 1/T, means over rows.
 
     NLL(beta) = mean[logsumexp(beta z) - beta z_y]; d/dbeta = mean[E_p z - z_y]; d2/dbeta2 = mean[Var_p z] >= 0,
@@ -164,7 +165,8 @@ def _temperature_moments(scores: torch.Tensor, labels: torch.Tensor, beta: float
         y = labels[start:start + chunk_rows]
         zs = z - z.amax(dim=1, keepdim=True)
         # exact zeros in a probabilities file are -inf here: weight 0, and 0 * -inf must not become NaN
-        zs = torch.nan_to_num(zs, neginf=-1e30) if not torch.isfinite(zs).all() else zs
+        if has_neg_inf:
+            zs = torch.nan_to_num(zs, neginf=-1e30)
         e = torch.exp(zs * beta)
         s0 = e.sum(1).double()
         ez = e.mul_(zs)
@@ -188,6 +190,8 @@ def fit_temperature(scores: torch.Tensor, labels: torch.Tensor, *, tol: float = 
     n = scores.shape[0]
     warnings: list[str] = []
     beta = 1.0
+    # Exact zeros in a probabilities file are -inf log-probabilities: they need masking in every pass.
+    has_neg_inf = bool(torch.isneginf(scores).any())
     stages = []
     if n > 20_000:
         gen = torch.Generator(device="cpu").manual_seed(0)
@@ -198,7 +202,7 @@ def fit_temperature(scores: torch.Tensor, labels: torch.Tensor, *, tol: float = 
     for si, (z, y, stage_tol) in enumerate(stages):
         lo, hi = 0.0, math.inf     # bracket on beta from the sign of the gradient (convexity)
         for it in range(max_iter):
-            f, g, h = _temperature_moments(z, y, beta, cancel=cancel)
+            f, g, h = _temperature_moments(z, y, beta, cancel=cancel, has_neg_inf=has_neg_inf)
             if si == len(stages) - 1:
                 passes += 1
                 report(progress, min(0.95, 0.2 + 0.15 * it), f"temperature scaling: T = {1 / beta:.6g}")

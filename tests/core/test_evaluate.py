@@ -38,7 +38,7 @@ def test_bootstrap_matches_explicit_resampling(small_file):
     d = read_split(small_file, "net/toy", "test")
     z = torch.from_numpy(d.scores.copy()).double()
     y = torch.from_numpy(d.labels.copy())
-    counts = torch.cat(list(Resampler(d.labels.size, 7, 3).blocks())).numpy().astype(int)
+    counts = torch.cat([b.counts for b in Resampler(d.labels.size, 7, 3).blocks()]).numpy().astype(int)
     values = {m: [] for m in ("accuracy", "nll", "brier", "ece", "rmsce", "mce", "classwise_ece", "smece",
                               "tot")}
     for w in counts:
