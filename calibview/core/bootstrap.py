@@ -89,6 +89,15 @@ class ResampleBlock:
             self._cache["fluct_t"] = self.fluct.T.contiguous()
         return self._cache["fluct_t"]
 
+    def panels(self, width: int = 32) -> list[torch.Tensor]:
+        """The fluctuation as (N, width) contiguous float32 CPU panels, the layout sparse @ dense is fastest
+        with (see calibview.core.smoothing); built once per block, shared by every calibrator."""
+        key = f"panels{width}"
+        if key not in self._cache:
+            f = self.fluct.cpu()
+            self._cache[key] = [f[p:p + width].T.contiguous() for p in range(0, f.shape[0], width)]
+        return self._cache[key]
+
     def fluct_as(self, dtype: torch.dtype) -> torch.Tensor:
         key = f"fluct_{dtype}"
         if key not in self._cache:
@@ -121,8 +130,8 @@ class ClasswiseFeatures:
         self.edges = torch.from_numpy(np.linspace(0.0, 1.0, n_bins + 1)).to(device)
         self._rows, self._cols, self._vals = [], [], []
 
-    def add(self, start: int, log_probs: torch.Tensor, labels: torch.Tensor) -> None:
-        p = log_probs.exp()
+    def add(self, start: int, log_probs: torch.Tensor, p: torch.Tensor, labels: torch.Tensor) -> None:
+        """Consume one chunk: its log-probabilities and probabilities (``p`` is overwritten)."""
         rows, cols = (p > self.edges[1]).nonzero(as_tuple=True)       # the same test as sample_stats
         if rows.numel():
             bins = (torch.searchsorted(self.edges, p[rows, cols], side="left") - 1).clamp_(1, self.b - 1)
@@ -193,7 +202,6 @@ class MetricBootstrap:
     def update(self, block: ResampleBlock) -> None:
         """Add the metrics of a block of resamples."""
         n, b, m = self.n, self.n_bins, self.n_mass
-        counts = block.counts
         sums = (block.fluct @ self.feats).double().cpu().numpy() + self.base        # (R_b, F)
         out: dict[str, np.ndarray] = {}
         out["accuracy"] = sums[:, 0] / n
@@ -210,12 +218,17 @@ class MetricBootstrap:
         first = self.cw_base0 + (block.fluct_as(self.cw_dtype) @ self.cw_dense).float()      # (R_b, K)
         total = first.abs().sum(dim=1)
         if self.cw_cells.numel():
-            cells = self.cw_base_cells[:, None] + torch.sparse.mm(self.cw_sparse_t, block.fluct_t)  # (cells, R_b)
+            if self.device.type == "cpu":
+                fl = torch.cat([torch.sparse.mm(self.cw_sparse_t, p) for p in block.panels()], dim=1)
+            else:
+                fl = torch.sparse.mm(self.cw_sparse_t, block.fluct_t)
+            cells = self.cw_base_cells[:, None] + fl                                     # (cells, R_b)
             total += cells.abs().sum(dim=0)
         out["classwise_ece"] = (total.double() / (n * self.stats.k)).cpu().numpy()
-        out["smece"] = smoothing.smece_resampled(self.stats.conf, self.stats.correct, counts).cpu().numpy()
-        cal, tot = smoothing.cal_resampled(self.stats.conf, self.stats.correct, self.stats.brier, counts,
-                                           bandwidth=self.bandwidth, kernel=self.kernel)
+        panels = block.panels()
+        out["smece"] = smoothing.smece_resampled(self.stats.conf, self.stats.correct, panels=panels).numpy()
+        cal, tot = smoothing.cal_resampled(self.stats.conf, self.stats.correct, self.stats.brier,
+                                           bandwidth=self.bandwidth, kernel=self.kernel, panels=panels)
         out["cal"], out["tot"] = cal.cpu().numpy(), tot.cpu().numpy()
         out["sharpness_gap"] = out["tot"] - out["cal"]
         for name, v in out.items():

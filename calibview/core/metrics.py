@@ -105,7 +105,8 @@ def sample_stats(log_probs: torch.Tensor, labels: torch.Tensor, *, n_bins: int, 
         scores that ``transform(chunk)`` maps to float64 log-probabilities (a fitted calibrator's ``apply``),
         so the (N, K) float64 matrix never exists in memory at once.
     labels : (N,) int64 tensor on the same device.
-    on_chunk : optional ``on_chunk(start, log_probs_chunk, labels_chunk)`` for other per-chunk consumers.
+    on_chunk : optional ``on_chunk(start, log_probs, probs, labels)`` (chunks) for other per-chunk consumers;
+        it may modify ``probs`` in place (it is not used again).
     Only entries with ``p > 1/B`` fall outside the first class-wise bin, and a row has fewer than ``B`` of them,
     so the class-wise sums are a per-class total minus a sparse correction: O(N K) flops, O(N B) scatter.
     """
@@ -125,8 +126,6 @@ def sample_stats(log_probs: torch.Tensor, labels: torch.Tensor, *, n_bins: int, 
         if transform is not None:
             lp = transform(lp)
         y = labels[start:stop]
-        if on_chunk is not None:
-            on_chunk(start, lp, y)
         p = lp.exp()
         lp_max, arg = lp.max(dim=1)
         conf[start:stop] = lp_max.exp()
@@ -146,6 +145,8 @@ def sample_stats(log_probs: torch.Tensor, labels: torch.Tensor, *, n_bins: int, 
             vals = vals - (y[rows] == cols).to(torch.float64)
             sums.index_add_(0, cols * n_bins + b, vals)
             sums.index_add_(0, cols * n_bins, -vals)
+        if on_chunk is not None:
+            on_chunk(start, lp, p, y)          # last: the consumer may reuse p in place
         # The label entries whose probability stays in bin 0 were already subtracted via `total`.
     sums = sums.view(k, n_bins)
     sums[:, 0] += total

@@ -32,7 +32,7 @@ import warnings
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Optional
+from typing import Optional, Sequence
 
 import numpy as np
 import scipy.fft as sfft
@@ -202,6 +202,26 @@ class _Panels:
                 np.subtract(self.w[p:q].T, np.float32(1.0), out=buf)
                 panels.append(torch.from_numpy(buf))
             yield start, stop, panels
+
+
+def _panel_blocks(panels: Sequence[torch.Tensor], n: int, panel_bytes: int):
+    """(start, stop, panels) blocks from precomputed (N, width) fluctuation panels, sized like :class:`_Panels`."""
+    width = panels[0].shape[1]
+    per_block = int(max(1, min(256 // width, panel_bytes // (4 * n * width))))
+    start = 0
+    for j in range(0, len(panels), per_block):
+        part = list(panels[j:j + per_block])
+        stop = start + sum(p.shape[1] for p in part)
+        yield start, stop, part
+        start = stop
+
+
+def _check_panels(panels: Sequence[torch.Tensor], n: int) -> int:
+    """Validate shared fluctuation panels (see :func:`smece_resampled`); returns the number of resamples."""
+    if not panels or any(p.ndim != 2 or p.shape[0] != n or p.dtype != torch.float32 or p.device.type != "cpu"
+                         for p in panels):
+        raise CalibviewError(f"bootstrap panels must be (N = {n}, width) float32 CPU tensors.")
+    return sum(p.shape[1] for p in panels)
 
 
 def _panel_product(bt: torch.Tensor, panels: list[torch.Tensor], rows: Optional[np.ndarray] = None
@@ -566,7 +586,8 @@ class _Block:
     fine_used: bool = False
 
 
-def smece_resampled(conf, correct, weights: torch.Tensor) -> torch.Tensor:
+def smece_resampled(conf, correct, weights: Optional[torch.Tensor] = None, *,
+                    panels: Optional[Sequence[torch.Tensor]] = None) -> torch.Tensor:
     """SmoothECE (relplot.smECE) of every bootstrap resample.
 
     conf, correct : (N,) in [0, 1]. weights : (R, N) counts (float32 tensor, any device; sample i appears
@@ -576,14 +597,22 @@ def smece_resampled(conf, correct, weights: torch.Tensor) -> torch.Tensor:
     one extra sparse product per block. About 0.17 s for R = 1000, N = 50,000 (0.3 s when sigma* < 0.01).
     """
     f, y = _binary_inputs(conf, correct)
-    w, _ = _weights(weights, f.shape[0])
-    result = np.empty(w.shape[0])
-    if w.shape[0]:
+    if panels is not None:
+        # Multinomial resamples of size N, already laid out as fluctuation panels by the caller (shared
+        # between metrics and calibrators, see calibview.core.bootstrap.ResampleBlock.panels).
+        n_rows = _check_panels(panels, f.shape[0])
+        blocks = _panel_blocks(panels, f.shape[0], 32 << 20)
+    else:
+        w, _ = _weights(weights, f.shape[0])
+        n_rows = w.shape[0]
+        blocks = _Panels(w, panel_bytes=32 << 20).blocks() if n_rows else iter(())
+    result = np.empty(n_rows)
+    if n_rows:
         ev = _cached("smece", (f, y), lambda: _ResampledSmece(f, y))
         # Segment sums of a panel take 16 bytes per segment and resample: blocks of ~128 resamples.
         union = False
-        for start, stop, panels in _Panels(w, panel_bytes=32 << 20).blocks():
-            result[start:stop], union = ev.bisect(panels, union)
+        for start, stop, block_panels in blocks:
+            result[start:stop], union = ev.bisect(block_panels, union)
     return torch.from_numpy(result)
 
 
@@ -813,8 +842,9 @@ class _ResampledCal:
         self.unit = _linear_bin(c, g, [np.ones_like(c), a, loss]).reshape(-1)
 
 
-def cal_resampled(conf, correct, loss, weights: torch.Tensor, bandwidth: float = 0.05,
-                  kernel: str = "gaussian") -> tuple[torch.Tensor, torch.Tensor]:
+def cal_resampled(conf, correct, loss, weights: Optional[torch.Tensor] = None, bandwidth: float = 0.05,
+                  kernel: str = "gaussian", *, panels: Optional[Sequence[torch.Tensor]] = None
+                  ) -> tuple[torch.Tensor, torch.Tensor]:
     """(CAL, TOT) of every bootstrap resample, each an (R,) float64 tensor.
 
     weights : (R, N) counts (float32). The grid statistics of all resamples are ``weights @ B`` with B the
@@ -828,16 +858,23 @@ def cal_resampled(conf, correct, loss, weights: torch.Tensor, bandwidth: float =
     loss_v = _vector("loss", loss, c.shape[0])
     kernel = _check_kernel(kernel)
     h = _check_bandwidth(bandwidth, 2 ** 18 + 1)
-    w, n_r = _weights(weights, c.shape[0])
-    cal, tot = np.empty(w.shape[0]), np.empty(w.shape[0])
-    if w.shape[0] == 0:
+    if panels is not None:
+        n_rows = _check_panels(panels, c.shape[0])
+        n_r = np.full(n_rows, float(c.shape[0]))          # multinomial resamples keep the size N
+        blocks = _panel_blocks(panels, c.shape[0], 16 << 20)
+    else:
+        w, n_r = _weights(weights, c.shape[0])
+        n_rows = w.shape[0]
+        blocks = _Panels(w, panel_bytes=16 << 20).blocks() if n_rows else iter(())
+    cal, tot = np.empty(n_rows), np.empty(n_rows)
+    if n_rows == 0:
         return torch.from_numpy(cal), torch.from_numpy(tot)
     g = _resample_grid_size(h)
     prep = _cached(f"cal{g}", (c, a, loss_v), lambda: _ResampledCal(c, a, loss_v, g))
     x = np.linspace(0.0, 1.0, g)
     # Spectra of a block take ~2 * nfft * 16 bytes per resample: blocks of <= 256 resamples.
-    for start, stop, panels in _Panels(w, panel_bytes=16 << 20).blocks():
-        sums = (_panel_product(prep.bt, panels).T + prep.unit).reshape(-1, 3, g)
+    for start, stop, block_panels in blocks:
+        sums = (_panel_product(prep.bt, block_panels).T + prep.unit).reshape(-1, 3, g)
         count = sums[:, 0]
         den, num = _smooth(sums[:, :2], g, h, kernel).transpose(1, 0, 2)
         # A node whose samples are all left out of a resample keeps a float32 residue (~1e-7) of a count;
