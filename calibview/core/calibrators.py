@@ -42,8 +42,14 @@ class Method:
         """Return (JSON-able parameters, warnings)."""
         raise NotImplementedError
 
-    def apply(self, params: Mapping[str, Any], scores: torch.Tensor) -> torch.Tensor:
-        """(N, K) calibrated log-probabilities, float64, on the scores' device."""
+    def prepare(self, params: Mapping[str, Any], device: torch.device) -> Any:
+        """Turn JSON parameters into whatever ``apply`` wants (tensors on ``device``); called once per device,
+        because ``apply`` runs on every chunk of rows."""
+        return params
+
+    def apply(self, prepared: Any, scores: torch.Tensor) -> torch.Tensor:
+        """(N, K) calibrated log-probabilities, float64, on the scores' device. ``prepared`` is what
+        :meth:`prepare` returned. Rows are independent: this is called on chunks of rows."""
         raise NotImplementedError
 
 
@@ -75,6 +81,7 @@ class Fitted:
     params: Mapping[str, Any]
     warnings: tuple[str, ...] = ()
     fit_info: Mapping[str, Any] = field(default_factory=dict)   # file, run, split, n of the fit split
+    _prepared: dict = field(default_factory=dict, compare=False, repr=False)   # device -> Method.prepare(...)
 
     @property
     def label(self) -> str:
@@ -89,7 +96,11 @@ class Fitted:
             raise CalibviewError(
                 f"The {self.label} calibrator was fitted on K = {self.k} classes but the scores have "
                 f"{scores.shape[1] if scores.ndim == 2 else 'no'} columns; fit it on data with the same classes.")
-        return get(self.method).apply(self.params, scores)
+        method = get(self.method)
+        key = str(scores.device)
+        if key not in self._prepared:
+            self._prepared[key] = method.prepare(self.params, scores.device)
+        return method.apply(self._prepared[key], scores)
 
     def to_json(self) -> dict[str, Any]:
         return {"calibview_calibrator": FORMAT_VERSION, "method": self.method, "k": self.k,
