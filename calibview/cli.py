@@ -90,6 +90,18 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("runs", help="list the runs and splits in a file (metadata only)")
     p.add_argument("file", nargs="?", help="HDF5 logits file (default: the bundled demo)")
 
+    p = sub.add_parser("apply", help="apply a fitted calibrator (JSON) to a split and write its probabilities")
+    p.add_argument("calibrator", help="calibrators.json of a report, or one calibrator's JSON")
+    p.add_argument("file", help="HDF5 logits file to calibrate")
+    p.add_argument("--run", required=True, metavar="MODEL/DATASET")
+    p.add_argument("--split", required=True)
+    p.add_argument("--calibrator-name", "--use", dest="use", default=None,
+                   help="which calibrator of a report's calibrators.json (default: the only non-'none' one of the "
+                        "run)")
+    p.add_argument("-o", "--out", required=True, help="HDF5 file to write (appended to if it exists)")
+    p.add_argument("--model", default=None, help="model name in the output (default: MODEL+CALIBRATOR)")
+    p.add_argument("--overwrite", action="store_true", help="replace the split if OUT already has it")
+
     p = sub.add_parser("import", help="convert .npz, .npy pairs or .pt logits into a calibview HDF5 file")
     p.add_argument("src", help="source file (.npz, .npy, .pt, .pth)")
     p.add_argument("-o", "--out", required=True, help="HDF5 file to write (appended to if it exists)")
@@ -165,8 +177,11 @@ def _summary_line(ev) -> str:
     parts = []
     for r in ev.results:
         m = r.metrics
+        moved = f" (arg-max moved on {100 * r.argmax_changed:.1f}%)" if r.argmax_changed else ""
         parts.append(f"{r.name}: err {100 * (1 - m['accuracy'].value):.2f}% ECE {100 * m['ece'].value:.2f}% "
-                     f"NLL {m['nll'].value:.4g}")
+                     f"NLL {m['nll'].value:.4g}{moved}")
+        for w in r.warnings:
+            print(f"calibview: warning: {ev.run.name} {r.name}: {w}", file=sys.stderr)
     return f"{ev.run.name} [{ev.request.eval_split}, N={ev.n_eval}, K={ev.k}] " + "; ".join(parts)
 
 
@@ -198,6 +213,65 @@ def _cmd_runs(args) -> int:
     return 0
 
 
+def _load_calibrator(path: str, run_name: str, use: Optional[str]):
+    """One calibrator from a JSON file: a single calibrator, or a report's list (picked by run and name)."""
+    import json
+
+    from .core import calibrators as calib
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            obj = json.load(f)
+    except OSError as e:
+        raise CalibviewError(f"Cannot read {path}: {e.strerror or e}.") from None
+    except json.JSONDecodeError as e:
+        raise CalibviewError(f"{path} is not valid JSON (line {e.lineno}): give a calibrators.json written by "
+                             "calibview report.") from None
+    if isinstance(obj, dict):
+        return calib.from_json(obj)
+    if not isinstance(obj, list):
+        raise CalibviewError(f"{path} is not a calibview calibrator file.")
+    entries = [e for e in obj if isinstance(e, dict)]
+    for_run = [e for e in entries if e.get("run") == run_name] or entries
+    if use:
+        chosen = [e for e in for_run if e.get("calibrator") == use or e.get("method") == use]
+    else:
+        chosen = [e for e in for_run if e.get("method") != "none"]
+    if len(chosen) != 1:
+        names = sorted({str(e.get("calibrator")) for e in for_run})
+        raise CalibviewError(f"{path} holds {len(chosen)} matching calibrators for run {run_name}; pick one with "
+                             f"--use (available: {', '.join(names)}).")
+    return calib.from_json(chosen[0])
+
+
+def _cmd_apply(args) -> int:
+    import numpy as np
+    import torch
+
+    from .core import logits as lg
+
+    run = lg.find_run(args.file, args.run)
+    fitted = _load_calibrator(args.calibrator, run.name, args.use)
+    data = lg.read_split(args.file, run, args.split)
+    if data.scores.shape[1] != fitted.k:
+        raise CalibviewError(f"The calibrator in {args.calibrator} was fitted on K = {fitted.k} classes but "
+                             f"{run.name}/{args.split} in {args.file} has K = {data.scores.shape[1]}.")
+    scores = torch.from_numpy(np.array(data.scores))
+    if data.kind == "probs":
+        scores = torch.log(scores.double())
+    probs = np.empty(scores.shape, dtype=np.float64)
+    with torch.inference_mode():
+        for start in range(0, scores.shape[0], 4096):
+            probs[start:start + 4096] = fitted.apply(scores[start:start + 4096]).exp().numpy()
+    model = args.model or f"{run.model}+{fitted.method}"
+    attrs = {"calibrated_from": f"{args.file}:{run.path}/{args.split}", "calibrator": fitted.method}
+    lg.write_run(args.out, model, run.dataset or "data", args.split, probs=probs, labels=data.labels,
+                 class_names=run.class_names, attrs=attrs, overwrite=args.overwrite)
+    print(f"{args.out}: {model}/{run.dataset or 'data'}/{args.split} (N={probs.shape[0]}, K={probs.shape[1]}, "
+          f"{fitted.label})")
+    return 0
+
+
 def _cmd_import(args) -> int:
     from .core.importers import import_arrays
 
@@ -207,7 +281,8 @@ def _cmd_import(args) -> int:
     return 0
 
 
-COMMANDS = {"report": _cmd_report, "metrics": _cmd_metrics, "runs": _cmd_runs, "import": _cmd_import}
+COMMANDS = {"report": _cmd_report, "metrics": _cmd_metrics, "runs": _cmd_runs, "apply": _cmd_apply,
+            "import": _cmd_import}
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

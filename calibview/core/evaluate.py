@@ -70,14 +70,13 @@ class CalibratorResult:
     per_class_accuracy: np.ndarray      # (K,) accuracy on the samples of each true class
     per_class_count: np.ndarray         # (K,)
     smece_sigma: float
+    argmax_changed: float               # fraction of evaluation samples whose arg-max the calibrator moved
     warnings: tuple[str, ...] = ()
 
     def curve(self, bandwidth: float, kernel: str = "gaussian") -> smoothing.SharpnessCurve:
         """The calibration-sharpness curve at any bandwidth: O(grid), never touches the samples again."""
         return smoothing.sharpness_curve(self.stats, bandwidth, kernel)
 
-    def changes_argmax(self) -> bool:
-        return not self.fitted.keeps_argmax
 
 
 @dataclass(frozen=True)
@@ -172,6 +171,7 @@ def evaluate(req: EvalRequest, *, progress=None, cancel: Optional[threading.Even
             fit_scores = ev_scores if fit_data is ev else _scores_tensor(fit_data, device)
             fit_labels = torch.from_numpy(fit_data.labels).to(device)
 
+        base_pred = ev_scores.argmax(dim=1).cpu().numpy()
         partial: list[tuple] = []
         boots: list[MetricBootstrap] = []
         n_cal = len(req.calibrators)
@@ -209,7 +209,8 @@ def evaluate(req: EvalRequest, *, progress=None, cancel: Optional[threading.Even
     results = []
     for j, (name, fitted, stats, point) in enumerate(partial):
         intervals = boots[j].intervals(req.level) if req.n_boot else {}
-        results.append(_assemble(name, fitted, stats, point, intervals, n_bins))
+        results.append(_assemble(name, fitted, stats, point, intervals, n_bins,
+                                 float((stats.pred != base_pred).mean())))
     if progress is not None:
         progress(1.0, "done")
     return Evaluation(request=req, run=run, n_eval=n, n_fit=0 if fit_data is None else fit_data.scores.shape[0],
@@ -244,7 +245,8 @@ def _point_metrics(stats, n_bins: int, req: EvalRequest) -> dict:
             "binned": smoothing.bin_stats(stats.conf, stats.correct, stats.brier)}
 
 
-def _assemble(name, fitted, stats, point, intervals: Mapping[str, Interval], n_bins) -> CalibratorResult:
+def _assemble(name, fitted, stats, point, intervals: Mapping[str, Interval], n_bins,
+              argmax_changed: float) -> CalibratorResult:
     values = point["values"]
     metrics = {}
     for m in METRIC_NAMES:
@@ -263,7 +265,8 @@ def _assemble(name, fitted, stats, point, intervals: Mapping[str, Interval], n_b
         name=name, label=fitted.label, fitted=fitted, metrics=MappingProxyType(metrics), bins=table,
         bin_acc_lo=_freeze(lo), bin_acc_hi=_freeze(hi), stats=point["binned"],
         per_class_ece=_freeze(point["per_class_ece"]), per_class_accuracy=_freeze(acc),
-        per_class_count=_freeze(count), smece_sigma=point["sigma"], warnings=tuple(warnings))
+        per_class_count=_freeze(count), smece_sigma=point["sigma"], argmax_changed=argmax_changed,
+        warnings=tuple(warnings))
 
 
 def quick_request(file: str, run: str, calibrators: Sequence[str] = ("none", "ts"), **kw) -> EvalRequest:

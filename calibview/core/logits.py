@@ -571,7 +571,7 @@ def _check_existing(f: h5py.File, file: str, run_path: str, checked: dict, names
     for name in group:
         child = group.get(name)
         if name in checked and not overwrite:
-            raise CalibviewError(f"{file}: {child.name} already exists; pass overwrite=True to replace it.")
+            raise CalibviewError(f"{file}: {child.name} already exists; pass overwrite=True (--overwrite on the command line) to replace it.")
         kind = next((s for s in SCORE_KINDS if isinstance(child, h5py.Group) and s in child), None)
         if kind and name not in checked and child[kind].ndim == 2 and child[kind].shape[1] != k:
             raise CalibviewError(f"{file}: {child[kind].name} has K = {child[kind].shape[1]} but the new splits of "

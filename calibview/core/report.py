@@ -123,7 +123,7 @@ def calibrators_json(evaluations: Iterable[Evaluation]) -> str:
     for ev in evaluations:
         for r in ev.results:
             out.append({"model": ev.run.model, "dataset": ev.run.dataset, "run": ev.run.name,
-                        "calibrator": r.name, "warnings": list(r.warnings), **r.fitted.to_json()})
+                        "calibrator": r.name, "argmax_changed": r.argmax_changed, **r.fitted.to_json()})
     return json.dumps(out, indent=2) + "\n"
 
 

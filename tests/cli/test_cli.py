@@ -182,3 +182,23 @@ def test_single_split_file_reports_uncalibrated(tmp_path, capsys):
     rows = json.loads(captured.out)
     assert [r["calibrator"] for r in rows] == ["none"] and rows[0]["split"] == "all"
     assert "single split" in captured.err
+
+
+def test_apply_writes_calibrated_probabilities(demo_report, demo_file, tmp_path, capsys):
+    out = tmp_path / "calibrated.h5"
+    args = ["apply", str(demo_report / "calibrators.json"), str(demo_file), "--run", "resnet110-brier/cifar100",
+            "--split", "test", "--use", "ts", "-o", str(out)]
+    assert main(args) == 0
+    d = read_split(out, "resnet110-brier+ts/cifar100", "test")
+    assert d.kind == "probs"
+    z = read_split(demo_file, "resnet110-brier/cifar100", "test").scores.astype(np.float64)
+    entries = json.loads((demo_report / "calibrators.json").read_text())
+    t = next(e for e in entries if e["run"] == "resnet110-brier/cifar100" and e["calibrator"] == "ts")["params"]
+    np.testing.assert_allclose(d.scores, torch.softmax(torch.from_numpy(z) / t["temperature"], 1).numpy(),
+                               rtol=1e-12, atol=1e-15)
+    # a second apply to the same split refuses instead of silently replacing it
+    assert main(args) == 2
+    assert "--overwrite" in capsys.readouterr().err
+    # a report's file with several calibrators for the run needs --use
+    assert main(args[:-4] + ["-o", str(tmp_path / "x.h5")]) == 2
+    assert "--use" in capsys.readouterr().err
