@@ -82,6 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="write metrics.csv, curves.csv and calibrators.json for every run")
     _add_eval_options(p)
     p.add_argument("--out", "-o", required=True, help="output directory")
+    p.add_argument("--no-diagram", action="store_true", help="skip diagram.png (it needs Qt, drawn offscreen)")
 
     p = sub.add_parser("metrics", help="print the metric rows (as JSON with --json, else a table)")
     _add_eval_options(p)
@@ -167,10 +168,31 @@ def _cmd_report(args) -> int:
 
     evaluations = _evaluate_all(args)
     paths = write_report(evaluations, args.out, bandwidth=args.bandwidth, kernel=args.kernel)
+    if not args.no_diagram:
+        paths += _write_diagrams(evaluations, Path(args.out), args.bandwidth, args.kernel)
     for ev in evaluations:
         print(_summary_line(ev))
     print("wrote " + ", ".join(str(p) for p in paths))
     return 0
+
+
+def _write_diagrams(evaluations, out: Path, bandwidth: float, kernel: str) -> list[Path]:
+    """diagram.png (one run) or diagram_<model>_<dataset>.png per run, drawn offscreen by the GUI's canvas."""
+    try:
+        from .gui.canvas import render_diagram_png
+    except ImportError as e:          # a headless install without Qt still gets the CSV and JSON
+        print(f"calibview: warning: no diagram.png ({e}); install PySide6 and pyqtgraph for it.", file=sys.stderr)
+        return []
+    paths = []
+    for ev in evaluations:
+        if len(evaluations) == 1:
+            name = "diagram.png"
+        else:
+            name = "diagram_" + "".join(c if c.isalnum() or c in "-." else "_" for c in ev.run.name) + ".png"
+        title = f"{ev.run.name} · {ev.request.eval_split} (N = {ev.n_eval:,}, K = {ev.k})"
+        render_diagram_png(list(ev.results), out / name, bandwidth=bandwidth, kernel=kernel, title=title)
+        paths.append(out / name)
+    return paths
 
 
 def _summary_line(ev) -> str:
@@ -286,10 +308,14 @@ COMMANDS = {"report": _cmd_report, "metrics": _cmd_metrics, "runs": _cmd_runs, "
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or (argv[0] not in COMMANDS and not argv[0].startswith("-")):
+        # `calibview` and `calibview FILE ...` open the desktop app (the bundled demo when no file is given).
+        from .gui.app import main as gui_main
+        return gui_main(argv)
     parser = build_parser()
     args = parser.parse_args(argv)
     if not args.command:
-        # The desktop app takes over a bare `calibview` once the GUI exists; until then, show the help.
         parser.print_help()
         return 0
     try:

@@ -1,0 +1,1 @@
+"""The PySide6 + pyqtgraph desktop viewer; imports nothing the core needs."""

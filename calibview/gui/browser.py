@@ -1,0 +1,119 @@
+"""The browser dock: open files > model > dataset, with N, K and splits, and the fit / evaluation split pickers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6 import QtCore, QtWidgets
+
+from calibview.gui.session import Session
+
+FILE_ROLE = QtCore.Qt.UserRole
+RUN_ROLE = QtCore.Qt.UserRole + 1
+NO_FIT = "(none: uncalibrated only)"
+
+
+class Browser(QtWidgets.QWidget):
+    """Shows Session.files as a tree and the selected run's splits; listens to files_changed, selection_changed."""
+
+    def __init__(self, session: Session, parent=None) -> None:
+        super().__init__(parent)
+        self.session = session
+        self.tree = QtWidgets.QTreeWidget()
+        self.tree.setHeaderLabels(["file / model / dataset", "K", "splits (N)"])
+        self.tree.setUniformRowHeights(True)
+        self.tree.setAlternatingRowColors(True)
+        self.tree.itemSelectionChanged.connect(self._on_tree_selection_changed)
+        self.tree.setContextMenuPolicy(QtCore.Qt.CustomContextMenu)
+        self.tree.customContextMenuRequested.connect(self._on_tree_context_menu)
+        self.fit_combo = QtWidgets.QComboBox()
+        self.eval_combo = QtWidgets.QComboBox()
+        self.fit_combo.setToolTip("Split the calibrators are fitted on")
+        self.eval_combo.setToolTip("Split every metric is computed on")
+        self.fit_combo.activated.connect(self._on_combo_activated)
+        self.eval_combo.activated.connect(self._on_combo_activated)
+        form = QtWidgets.QFormLayout()
+        form.addRow("Fit on", self.fit_combo)
+        form.addRow("Evaluate on", self.eval_combo)
+        layout = QtWidgets.QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addWidget(self.tree, 1)
+        layout.addLayout(form)
+        self._updating = False
+        session.files_changed.connect(self._on_session_files_changed)
+        session.selection_changed.connect(self._on_session_selection_changed)
+
+    def _on_session_files_changed(self) -> None:
+        self._updating = True
+        self.tree.clear()
+        for path, runs in self.session.files.items():
+            top = QtWidgets.QTreeWidgetItem([Path(path).name, "", f"{len(runs)} run(s)"])
+            top.setToolTip(0, path)
+            top.setData(0, FILE_ROLE, path)
+            models: dict[str, QtWidgets.QTreeWidgetItem] = {}
+            for run in runs:
+                parent = models.get(run.model)
+                if parent is None:
+                    parent = models[run.model] = QtWidgets.QTreeWidgetItem(top, [run.model, "", ""])
+                    parent.setData(0, FILE_ROLE, path)
+                splits = ", ".join(f"{s.name} ({s.n:,})" for s in run.splits)
+                item = QtWidgets.QTreeWidgetItem(parent, [run.dataset or "(data)", str(run.k), splits])
+                item.setData(0, FILE_ROLE, path)
+                item.setData(0, RUN_ROLE, run.name)
+                attribution = run.attrs.get("attribution") if run.attrs else None
+                item.setToolTip(0, f"{run.name}\n{attribution}" if attribution else run.name)
+            self.tree.addTopLevelItem(top)
+            top.setExpanded(True)
+            for parent in models.values():
+                parent.setExpanded(True)
+        for col in range(3):
+            self.tree.resizeColumnToContents(col)
+        self._updating = False
+        self._on_session_selection_changed()
+
+    def _on_session_selection_changed(self) -> None:
+        self._updating = True
+        run = self.session.run
+        it = QtWidgets.QTreeWidgetItemIterator(self.tree)
+        while it.value():
+            item = it.value()
+            if run is not None and item.data(0, RUN_ROLE) == run.name and item.data(0, FILE_ROLE) == run.file:
+                self.tree.setCurrentItem(item)
+                break
+            it += 1
+        self.fit_combo.clear()
+        self.eval_combo.clear()
+        if run is not None:
+            names = [s.name for s in run.splits]
+            self.eval_combo.addItems(names)
+            self.eval_combo.setCurrentText(self.session.eval_split or names[-1])
+            self.fit_combo.addItems(names + [NO_FIT])
+            self.fit_combo.setCurrentText(self.session.fit_split or NO_FIT)
+        self._updating = False
+
+    def _on_tree_selection_changed(self) -> None:
+        if self._updating:
+            return
+        item = self.tree.currentItem()
+        if item is None or item.data(0, RUN_ROLE) is None:
+            return
+        path, name = item.data(0, FILE_ROLE), item.data(0, RUN_ROLE)
+        run = self.session.run
+        if run is None or run.file != path or run.name != name:
+            self.session.select_run(path, name)
+
+    def _on_combo_activated(self, _index: int) -> None:
+        if self._updating or self.session.run is None:
+            return
+        fit = self.fit_combo.currentText()
+        self.session.set_splits(None if fit == NO_FIT else fit, self.eval_combo.currentText())
+
+    def _on_tree_context_menu(self, pos) -> None:
+        item = self.tree.itemAt(pos)
+        if item is None:
+            return
+        path = item.data(0, FILE_ROLE)
+        menu = QtWidgets.QMenu(self)
+        close = menu.addAction(f"Close {Path(path).name}")
+        if menu.exec(self.tree.viewport().mapToGlobal(pos)) is close:
+            self.session.close_file(path)

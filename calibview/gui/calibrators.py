@@ -1,0 +1,128 @@
+"""The calibrator panel: which calibrators to fit, the Fit button, and show/hide per fitted calibrator."""
+
+from __future__ import annotations
+
+from PySide6 import QtCore, QtGui, QtWidgets
+
+from calibview.core import calibrators as calib
+from calibview.gui.session import Session
+from calibview.gui.theme import calibrator_color
+
+#: Display order in the panel; methods registered later (the calibrator family) appear as they land.
+PREFERRED_ORDER = ("ts", "ts-grid", "vs", "ms", "dirichlet", "hb", "ir", "platt", "beta", "mrr")
+
+
+def panel_methods() -> list[str]:
+    names = [n for n in calib.available() if n != "none"]
+    return sorted(names, key=lambda n: (PREFERRED_ORDER.index(n) if n in PREFERRED_ORDER else 99, n))
+
+
+class CalibratorPanel(QtWidgets.QWidget):
+    """Ticks the calibrators of the next fit and lists fitted ones with a show/hide box; listens to
+    selection_changed, evaluation_changed, visible_changed and busy_changed."""
+
+    def __init__(self, session: Session, parent=None) -> None:
+        super().__init__(parent)
+        self.session = session
+        self.boxes: dict[str, QtWidgets.QCheckBox] = {}
+        choose = QtWidgets.QGroupBox("Fit on the fit split")
+        grid = QtWidgets.QVBoxLayout(choose)
+        for name in panel_methods():
+            m = calib.get(name)
+            box = QtWidgets.QCheckBox(f"{m.label} ({name})")
+            box.setChecked(name in session.calibrators)
+            box.setToolTip(_tooltip(m))
+            self.boxes[name] = box
+            grid.addWidget(box)
+        options = QtWidgets.QFormLayout()
+        self.n_boot = QtWidgets.QSpinBox()
+        self.n_boot.setRange(0, 10000)
+        self.n_boot.setSingleStep(100)
+        self.n_boot.setValue(session.n_boot)
+        self.n_boot.setToolTip("Percentile bootstrap resamples for every interval (0: no intervals)")
+        options.addRow("Bootstrap resamples", self.n_boot)
+        grid.addLayout(options)
+        self.fit_button = QtWidgets.QPushButton("Fit && evaluate")
+        self.fit_button.setToolTip("Fit the ticked calibrators and evaluate them (Ctrl+R)")
+        self.fit_button.clicked.connect(self.fit)
+        grid.addWidget(self.fit_button)
+
+        shown = QtWidgets.QGroupBox("Shown")
+        self.list = QtWidgets.QListWidget()
+        self.list.itemChanged.connect(self._on_list_item_changed)
+        QtWidgets.QVBoxLayout(shown).addWidget(self.list)
+
+        layout = QtWidgets.QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addWidget(choose)
+        layout.addWidget(shown, 1)
+        self._updating = False
+        session.selection_changed.connect(self._on_session_selection_changed)
+        session.evaluation_changed.connect(self._on_session_evaluation_changed)
+        session.visible_changed.connect(self._on_session_visible_changed)
+        session.busy_changed.connect(self._on_session_busy_changed)
+
+    def checked(self) -> list[str]:
+        return [n for n, b in self.boxes.items() if b.isChecked() and b.isEnabled()]
+
+    def fit(self) -> None:
+        self.session.set_calibrators(self.checked())
+        self.session.n_boot = self.n_boot.value()
+        self.session.evaluate()
+
+    def _on_session_selection_changed(self) -> None:
+        run = self.session.run
+        for name, box in self.boxes.items():
+            m = calib.get(name)
+            ok = run is not None and (not m.binary_only or run.k == 2) and self.session.fit_split is not None
+            box.setEnabled(ok)
+            if run is not None and m.binary_only and run.k != 2:
+                box.setToolTip(f"{m.label} is for binary problems; this run has K = {run.k}.")
+
+    def _on_session_evaluation_changed(self, evaluation) -> None:
+        self._updating = True
+        self.list.clear()
+        if evaluation is not None:
+            for i, r in enumerate(evaluation.results):
+                item = QtWidgets.QListWidgetItem(r.label if r.name != "none" else "Uncalibrated (none)")
+                item.setData(QtCore.Qt.UserRole, r.name)
+                item.setFlags(item.flags() | QtCore.Qt.ItemIsUserCheckable)
+                item.setCheckState(QtCore.Qt.Checked if r.name in self.session.visible else QtCore.Qt.Unchecked)
+                pix = QtGui.QPixmap(14, 14)
+                pix.fill(QtGui.QColor(calibrator_color(r.name, i)))
+                item.setIcon(QtGui.QIcon(pix))
+                tips = [r.fitted.label]
+                if r.argmax_changed:
+                    tips.append(f"moves the arg-max of {100 * r.argmax_changed:.1f}% of samples")
+                tips += [f"⚠ {w}" for w in r.warnings]
+                item.setToolTip("\n".join(tips))
+                if r.warnings:
+                    item.setText(item.text() + "  ⚠")
+                self.list.addItem(item)
+        self._updating = False
+
+    def _on_session_visible_changed(self, visible) -> None:
+        self._updating = True
+        for i in range(self.list.count()):
+            item = self.list.item(i)
+            want = QtCore.Qt.Checked if item.data(QtCore.Qt.UserRole) in visible else QtCore.Qt.Unchecked
+            if item.checkState() != want:
+                item.setCheckState(want)
+        self._updating = False
+
+    def _on_list_item_changed(self, _item) -> None:
+        if self._updating:
+            return
+        names = [self.list.item(i).data(QtCore.Qt.UserRole) for i in range(self.list.count())
+                 if self.list.item(i).checkState() == QtCore.Qt.Checked]
+        self.session.set_visible(names)
+
+    def _on_session_busy_changed(self, busy: bool) -> None:
+        self.fit_button.setText("Fitting…" if busy else "Fit && evaluate")
+
+
+def _tooltip(method) -> str:
+    doc = (type(method).__doc__ or "").strip().splitlines()
+    first = doc[0] if doc else method.label
+    argmax = "keeps the arg-max" if method.keeps_argmax else "may change the arg-max"
+    return f"{first}\n{argmax}"

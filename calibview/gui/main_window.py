@@ -1,0 +1,461 @@
+"""The main window: lays out the docks, the canvas and the bandwidth bar, and wires actions. No numerics here."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Optional
+
+from PySide6 import QtCore, QtGui, QtWidgets
+
+from calibview import __version__
+from calibview.core import report
+from calibview.core.errors import CalibviewError
+from calibview.gui.browser import Browser
+from calibview.gui.calibrators import CalibratorPanel
+from calibview.gui.canvas import CalibrationCanvas
+from calibview.gui.metrics_table import MetricsTable
+from calibview.gui.session import Session
+
+H_MIN, H_MAX, SLIDER_STEPS = 0.005, 0.5, 1000
+H5_SUFFIXES = (".h5", ".hdf5", ".hdf", ".he5")
+MAX_RECENT = 8
+
+
+def slider_to_bandwidth(value: int) -> float:
+    """Logarithmic slider: 0 -> 0.005, 1000 -> 0.5."""
+    return H_MIN * (H_MAX / H_MIN) ** (value / SLIDER_STEPS)
+
+
+def bandwidth_to_slider(h: float) -> int:
+    h = min(max(h, H_MIN), H_MAX)
+    return int(round(SLIDER_STEPS * math.log(h / H_MIN) / math.log(H_MAX / H_MIN)))
+
+
+class BandwidthBar(QtWidgets.QWidget):
+    """Slider (log scale) + numeric box + kernel + bins + reliability-bars toggle, above the canvas."""
+
+    def __init__(self, session: Session, parent=None) -> None:
+        super().__init__(parent)
+        self.session = session
+        self.slider = QtWidgets.QSlider(QtCore.Qt.Horizontal)
+        self.slider.setRange(0, SLIDER_STEPS)
+        self.slider.setToolTip("Kernel bandwidth (log scale). Ctrl+[ and Ctrl+] step it.")
+        self.box = QtWidgets.QDoubleSpinBox()
+        self.box.setDecimals(4)
+        self.box.setRange(H_MIN, H_MAX)
+        self.box.setSingleStep(0.005)
+        self.kernel = QtWidgets.QComboBox()
+        self.kernel.addItem("Gaussian", "gaussian")
+        self.kernel.addItem("Epanechnikov", "epanechnikov")
+        self.bins = QtWidgets.QSpinBox()
+        self.bins.setRange(2, 100)
+        self.bins.setSpecialValueText("auto")
+        self.bins.setMinimum(1)             # 1 shows as "auto"
+        self.bins.setToolTip("Equal-width bins of ECE, MCE, class-wise ECE and the reliability bars "
+                             "(auto: 10 / 15 / 20 by N)")
+        self.show_bins = QtWidgets.QCheckBox("Reliability bars")
+        layout = QtWidgets.QHBoxLayout(self)
+        layout.setContentsMargins(6, 2, 6, 2)
+        layout.addWidget(QtWidgets.QLabel("Bandwidth"))
+        layout.addWidget(self.slider, 1)
+        layout.addWidget(self.box)
+        layout.addWidget(self.kernel)
+        layout.addSpacing(12)
+        layout.addWidget(QtWidgets.QLabel("Bins"))
+        layout.addWidget(self.bins)
+        layout.addWidget(self.show_bins)
+        self._updating = False
+        self.slider.valueChanged.connect(self._on_slider_value_changed)
+        self.slider.sliderReleased.connect(self._on_settled)
+        self.box.valueChanged.connect(self._on_box_value_changed)
+        self.box.editingFinished.connect(self._on_settled)
+        self.kernel.currentIndexChanged.connect(self._on_kernel_changed)
+        self.bins.editingFinished.connect(self._on_bins_changed)
+        # Metrics that depend on the bandwidth (CAL, TOT) are refreshed once the user stops moving it.
+        self.settle = QtCore.QTimer(self)
+        self.settle.setSingleShot(True)
+        self.settle.setInterval(600)
+        self.settle.timeout.connect(self._on_settle_timeout)
+        self.sync()
+
+    def sync(self) -> None:
+        self._updating = True
+        self.slider.setValue(bandwidth_to_slider(self.session.bandwidth))
+        self.box.setValue(self.session.bandwidth)
+        self.kernel.setCurrentIndex(max(0, self.kernel.findData(self.session.kernel)))
+        self.bins.setValue(1 if self.session.bins == "auto" else int(self.session.bins))
+        self._updating = False
+
+    def step(self, factor: float) -> None:
+        self.set_bandwidth(min(max(self.session.bandwidth * factor, H_MIN), H_MAX))
+        self._on_settled()
+
+    def set_bandwidth(self, h: float) -> None:
+        self.session.set_bandwidth(h)
+        self.sync()
+
+    def _on_slider_value_changed(self, value: int) -> None:
+        if self._updating:
+            return
+        self.session.set_bandwidth(slider_to_bandwidth(value))
+        self._updating = True
+        self.box.setValue(self.session.bandwidth)
+        self._updating = False
+        if not self.slider.isSliderDown():
+            self._on_settled()
+
+    def _on_box_value_changed(self, value: float) -> None:
+        if self._updating:
+            return
+        self.session.set_bandwidth(value)
+        self._updating = True
+        self.slider.setValue(bandwidth_to_slider(value))
+        self._updating = False
+
+    def _on_kernel_changed(self, _index: int) -> None:
+        if self._updating:
+            return
+        self.session.set_bandwidth(self.session.bandwidth, self.kernel.currentData())
+        self._on_settled()
+
+    def _on_bins_changed(self) -> None:
+        value = "auto" if self.bins.value() == 1 else self.bins.value()
+        if value != self.session.bins:
+            self.session.set_bins(value)
+            self.session.evaluate()
+
+    def _on_settled(self) -> None:
+        self.settle.start()
+
+    def _on_settle_timeout(self) -> None:
+        ev = self.session.evaluation
+        if ev is not None and (ev.request.bandwidth, ev.request.kernel) != (self.session.bandwidth,
+                                                                             self.session.kernel):
+            self.session.evaluate()
+
+
+class MainWindow(QtWidgets.QMainWindow):
+    """The calibview window; owns the Session and lays out the views around it."""
+
+    def __init__(self, settings: Optional[QtCore.QSettings] = None, parent=None) -> None:
+        super().__init__(parent)
+        self.settings = settings or QtCore.QSettings()
+        self.setWindowTitle("calibview")
+        self.setAcceptDrops(True)
+        self.session = Session(self)
+        self._restore_session_settings()
+        self.canvas = CalibrationCanvas()
+        self.bandwidth_bar = BandwidthBar(self.session)
+        central = QtWidgets.QWidget()
+        col = QtWidgets.QVBoxLayout(central)
+        col.setContentsMargins(0, 0, 0, 0)
+        col.setSpacing(0)
+        col.addWidget(self.bandwidth_bar)
+        col.addWidget(self.canvas, 1)
+        self.setCentralWidget(central)
+        self.browser = Browser(self.session)
+        self.panel = CalibratorPanel(self.session)
+        self.table = MetricsTable()
+        self.browser_dock = self._dock("Browser", self.browser, QtCore.Qt.LeftDockWidgetArea)
+        self.panel_dock = self._dock("Calibrators", self.panel, QtCore.Qt.RightDockWidgetArea)
+        self.table_dock = self._dock("Metrics", self.table, QtCore.Qt.BottomDockWidgetArea)
+        self._build_status_bar()
+        self._build_actions()
+        self.last_error: Optional[tuple[str, str]] = None
+        self.error_box: Optional[QtWidgets.QMessageBox] = None
+        self.session.evaluation_changed.connect(self._on_session_evaluation_changed)
+        self.session.bandwidth_changed.connect(self._on_session_bandwidth_changed)
+        self.session.visible_changed.connect(self._on_session_visible_changed)
+        self.session.progress_changed.connect(self._on_session_progress_changed)
+        self.session.busy_changed.connect(self._on_session_busy_changed)
+        self.session.error_occurred.connect(self._on_session_error_occurred)
+        self.session.selection_changed.connect(self._update_title)
+        self.bandwidth_bar.show_bins.toggled.connect(self.canvas.set_show_bins)
+        self.canvas.hover_changed.connect(self.hover_label.setText)
+        self.resize(1400, 900)
+        self._restore_layout()
+        self.set_theme(self.settings.value("theme", "light"))
+
+    # --- construction ----------------------------------------------------------------------------------------
+
+    def _dock(self, title: str, widget: QtWidgets.QWidget, area) -> QtWidgets.QDockWidget:
+        dock = QtWidgets.QDockWidget(title, self)
+        dock.setObjectName(f"dock-{title.lower()}")
+        dock.setWidget(widget)
+        self.addDockWidget(area, dock)
+        return dock
+
+    def _build_status_bar(self) -> None:
+        bar = self.statusBar()
+        self.hover_label = QtWidgets.QLabel("")
+        self.hover_label.setTextFormat(QtCore.Qt.PlainText)
+        self.progress = QtWidgets.QProgressBar()
+        self.progress.setRange(0, 1000)
+        self.progress.setMaximumWidth(220)
+        self.progress.setTextVisible(False)
+        self.progress_label = QtWidgets.QLabel("")
+        self.cancel_button = QtWidgets.QPushButton("Cancel")
+        self.cancel_button.setToolTip("Stop the running evaluation (Esc)")
+        self.cancel_button.clicked.connect(self.session.cancel)
+        bar.addWidget(self.hover_label, 1)
+        bar.addPermanentWidget(self.progress_label)
+        bar.addPermanentWidget(self.progress)
+        bar.addPermanentWidget(self.cancel_button)
+        self._on_session_busy_changed(False)
+
+    def _action(self, menu: QtWidgets.QMenu, text: str, slot, shortcut=None, tip: str = "") -> QtGui.QAction:
+        act = QtGui.QAction(text, self)
+        if shortcut:
+            act.setShortcut(QtGui.QKeySequence(shortcut))
+        if tip:
+            act.setStatusTip(tip)
+        act.triggered.connect(slot)
+        menu.addAction(act)
+        return act
+
+    def _build_actions(self) -> None:
+        mb = self.menuBar()
+        f = mb.addMenu("&File")
+        self._action(f, "&Open…", self.open_dialog, QtGui.QKeySequence.Open, "Open an HDF5 logits file")
+        self.recent_menu = f.addMenu("Open &recent")
+        self._action(f, "Open &demo", self.open_demo, tip="The bundled CIFAR ResNet-110 logits")
+        f.addSeparator()
+        self._action(f, "Export diagram as &PNG…", lambda: self.export("png"), "Ctrl+E")
+        self._action(f, "Export diagram as &SVG…", lambda: self.export("svg"))
+        self._action(f, "Export &metrics as CSV…", lambda: self.export("metrics"), "Ctrl+Shift+E")
+        self._action(f, "Export &curves as CSV…", lambda: self.export("curves"))
+        self._action(f, "Export fitted calibrators as &JSON…", lambda: self.export("json"))
+        f.addSeparator()
+        self._action(f, "&Quit", self.close, QtGui.QKeySequence.Quit)
+        r = mb.addMenu("&Run")
+        self._action(r, "&Fit and evaluate", self.panel.fit, "Ctrl+R")
+        self._action(r, "&Cancel", self.session.cancel, "Esc")
+        r.addSeparator()
+        self._action(r, "&Wider bandwidth", lambda: self.bandwidth_bar.step(1.25), "Ctrl+]")
+        self._action(r, "&Narrower bandwidth", lambda: self.bandwidth_bar.step(0.8), "Ctrl+[")
+        v = mb.addMenu("&View")
+        self.theme_actions = {}
+        group = QtGui.QActionGroup(self)
+        for name in ("light", "dark"):
+            act = self._action(v, f"{name.title()} theme", lambda _=False, n=name: self.set_theme(n))
+            act.setCheckable(True)
+            group.addAction(act)
+            self.theme_actions[name] = act
+        v.addSeparator()
+        for dock in (self.browser_dock, self.panel_dock, self.table_dock):
+            v.addAction(dock.toggleViewAction())
+        h = mb.addMenu("&Help")
+        self._action(h, "&Metric definitions", self.show_definitions)
+        self._action(h, "&About calibview", self.show_about)
+        self._refresh_recent_menu()
+
+    # --- files -----------------------------------------------------------------------------------------------
+
+    def open_files(self, paths) -> None:
+        for p in paths:
+            if self.session.open_file(p):
+                self._remember_recent(str(Path(p).resolve()))
+
+    def open_dialog(self) -> None:
+        start = self.settings.value("last_dir", str(Path.home()))
+        paths, _ = QtWidgets.QFileDialog.getOpenFileNames(
+            self, "Open logits file", start, "HDF5 logits (*.h5 *.hdf5 *.hdf *.he5);;All files (*)")
+        if paths:
+            self.settings.setValue("last_dir", str(Path(paths[0]).parent))
+            self.open_files(paths)
+
+    def open_demo(self) -> None:
+        from calibview.cli import demo_path
+        try:
+            self.open_files([demo_path()])
+        except CalibviewError as e:
+            self._on_session_error_occurred("Demo missing", str(e))
+
+    def _remember_recent(self, path: str) -> None:
+        recent = [p for p in (self.settings.value("recent", []) or []) if p != path]
+        self.settings.setValue("recent", [path] + recent[: MAX_RECENT - 1])
+        self._refresh_recent_menu()
+
+    def _refresh_recent_menu(self) -> None:
+        self.recent_menu.clear()
+        recent = self.settings.value("recent", []) or []
+        if isinstance(recent, str):
+            recent = [recent]
+        for p in recent:
+            self.recent_menu.addAction(p, lambda p=p: self.open_files([p]))
+        self.recent_menu.setEnabled(bool(recent))
+
+    def dragEnterEvent(self, event: QtGui.QDragEnterEvent) -> None:
+        if any(u.isLocalFile() for u in event.mimeData().urls()):
+            event.acceptProposedAction()
+
+    def dropEvent(self, event: QtGui.QDropEvent) -> None:
+        paths = [u.toLocalFile() for u in event.mimeData().urls() if u.isLocalFile()]
+        if paths:
+            event.acceptProposedAction()
+            self.open_files(paths)
+
+    # --- export ----------------------------------------------------------------------------------------------
+
+    EXPORTS = {
+        "png": ("PNG image (*.png)", ".png", "diagram"),
+        "svg": ("SVG image (*.svg)", ".svg", "diagram"),
+        "metrics": ("CSV (*.csv)", ".csv", "metrics"),
+        "curves": ("CSV (*.csv)", ".csv", "curves"),
+        "json": ("JSON (*.json)", ".json", "calibrators"),
+    }
+
+    def export(self, kind: str, path: Optional[str] = None) -> Optional[str]:
+        """Export the current diagram / table / curves / calibrators; asks for a path unless given."""
+        ev = self.session.evaluation
+        if ev is None:
+            self._on_session_error_occurred("Nothing to export", "There is no evaluation yet: open a file and "
+                                                                  "wait for the diagram.")
+            return None
+        filt, suffix, stem = self.EXPORTS[kind]
+        if path is None:
+            default = Path(self.settings.value("last_dir", str(Path.home()))) / \
+                f"{ev.run.name.replace('/', '_')}_{stem}{suffix}"
+            path, _ = QtWidgets.QFileDialog.getSaveFileName(self, "Export", str(default), filt)
+            if not path:
+                return None
+            self.settings.setValue("last_dir", str(Path(path).parent))
+        try:
+            if kind == "png":
+                self.canvas.export_png(path, scale=2.0)
+            elif kind == "svg":
+                self.canvas.export_svg(path)
+            elif kind == "metrics":
+                self.table.export_csv(path)
+            elif kind == "curves":
+                report.atomic_write(path, report.curves_csv([ev], self.session.bandwidth, self.session.kernel))
+            else:
+                report.atomic_write(path, report.calibrators_json([ev]))
+        except (CalibviewError, OSError) as e:
+            self._on_session_error_occurred("Export failed", str(e))
+            return None
+        self.statusBar().showMessage(f"Exported {path}", 5000)
+        return path
+
+    # --- session reactions -----------------------------------------------------------------------------------
+
+    def _on_session_evaluation_changed(self, ev) -> None:
+        self.table.set_evaluation(ev)
+        if ev is None:
+            self.canvas.set_results([])
+            return
+        title = f"{ev.run.name} · {ev.request.eval_split} (N = {ev.n_eval:,}, K = {ev.k})"
+        self.canvas.set_results(list(ev.results), title=title)
+        self.canvas.set_bandwidth(self.session.bandwidth, self.session.kernel)
+        self.canvas.set_visible(self.session.visible)
+        warnings = [f"{r.label}: {w}" for r in ev.results for w in r.warnings]
+        msg = f"Evaluated in {ev.elapsed_s:.1f} s on {ev.device}"
+        self.progress_label.setText(msg + (f" · {len(warnings)} warning(s)" if warnings else ""))
+        self.progress_label.setToolTip("\n".join(warnings))
+
+    def _on_session_bandwidth_changed(self, h: float, kernel: str) -> None:
+        self.canvas.set_bandwidth(h, kernel)
+
+    def _on_session_visible_changed(self, visible) -> None:
+        self.canvas.set_visible(visible)
+        self.table.set_hidden_calibrators([r.name for r in (self.session.evaluation.results
+                                                            if self.session.evaluation else ())
+                                           if r.name not in visible])
+
+    def _on_session_progress_changed(self, fraction: float, message: str) -> None:
+        self.progress.setValue(int(round(1000 * fraction)))
+        self.progress_label.setText(message)
+
+    def _on_session_busy_changed(self, busy: bool) -> None:
+        self.cancel_button.setVisible(busy)
+        self.progress.setVisible(busy)
+        if busy:
+            self.progress.setValue(0)
+
+    def _on_session_error_occurred(self, title: str, message: str) -> None:
+        """A window-modal, non-blocking dialog naming the problem (the event loop keeps running)."""
+        self.last_error = (title, message)
+        box = QtWidgets.QMessageBox(QtWidgets.QMessageBox.Warning, title, message, QtWidgets.QMessageBox.Ok, self)
+        box.setAttribute(QtCore.Qt.WA_DeleteOnClose)
+        box.open()
+        self.error_box = box
+
+    def _update_title(self) -> None:
+        run = self.session.run
+        self.setWindowTitle(f"calibview — {run.name} ({Path(run.file).name})" if run else "calibview")
+
+    # --- theme, help, settings -------------------------------------------------------------------------------
+
+    def set_theme(self, name: str) -> None:
+        name = name if name in ("light", "dark") else "light"
+        self.theme = name
+        apply_palette(QtWidgets.QApplication.instance(), name)
+        self.canvas.set_theme(name)
+        self.theme_actions[name].setChecked(True)
+        self.settings.setValue("theme", name)
+
+    def show_definitions(self) -> None:
+        from calibview.core.metrics import METRIC_HELP
+        text = "\n".join(f"{k}: {v}" for k, v in METRIC_HELP.items())
+        QtWidgets.QMessageBox.information(self, "Metric definitions", text)
+
+    def show_about(self) -> None:
+        QtWidgets.QMessageBox.about(self, "About calibview", f"calibview {__version__}\nCalibration and "
+                                    "sharpness of stored classifier logits.")
+
+    def _restore_session_settings(self) -> None:
+        s = self.settings
+        try:
+            self.session.bandwidth = min(max(float(s.value("bandwidth", 0.05)), H_MIN), H_MAX)
+        except (TypeError, ValueError):
+            self.session.bandwidth = 0.05
+        kernel = s.value("kernel", "gaussian")
+        self.session.kernel = kernel if kernel in ("gaussian", "epanechnikov") else "gaussian"
+
+    def _restore_layout(self) -> None:
+        geometry = self.settings.value("geometry")
+        state = self.settings.value("window_state")
+        if geometry is not None:
+            self.restoreGeometry(geometry)
+        if state is not None:
+            self.restoreState(state)
+
+    def save_settings(self) -> None:
+        s = self.settings
+        s.setValue("geometry", self.saveGeometry())
+        s.setValue("window_state", self.saveState())
+        s.setValue("bandwidth", self.session.bandwidth)
+        s.setValue("kernel", self.session.kernel)
+        s.setValue("theme", self.theme)
+        s.sync()
+
+    def closeEvent(self, event: QtGui.QCloseEvent) -> None:
+        self.save_settings()
+        self.session.shutdown()
+        super().closeEvent(event)
+
+
+def apply_palette(app: Optional[QtWidgets.QApplication], name: str) -> None:
+    """Fusion style with a light or dark palette, so the docks match the canvas."""
+    if app is None:
+        return
+    app.setStyle("Fusion")
+    if name == "light":
+        app.setPalette(app.style().standardPalette())
+        return
+    p = QtGui.QPalette()
+    c = QtGui.QColor
+    roles = {
+        QtGui.QPalette.Window: c(37, 38, 41), QtGui.QPalette.WindowText: c(225, 225, 225),
+        QtGui.QPalette.Base: c(27, 28, 30), QtGui.QPalette.AlternateBase: c(44, 45, 48),
+        QtGui.QPalette.ToolTipBase: c(50, 50, 54), QtGui.QPalette.ToolTipText: c(230, 230, 230),
+        QtGui.QPalette.Text: c(225, 225, 225), QtGui.QPalette.Button: c(48, 49, 53),
+        QtGui.QPalette.ButtonText: c(225, 225, 225), QtGui.QPalette.Highlight: c(56, 117, 215),
+        QtGui.QPalette.HighlightedText: c(255, 255, 255), QtGui.QPalette.PlaceholderText: c(140, 140, 140),
+    }
+    for role, color in roles.items():
+        p.setColor(role, color)
+    p.setColor(QtGui.QPalette.Disabled, QtGui.QPalette.Text, c(120, 120, 120))
+    p.setColor(QtGui.QPalette.Disabled, QtGui.QPalette.ButtonText, c(120, 120, 120))
+    app.setPalette(p)

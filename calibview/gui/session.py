@@ -1,0 +1,220 @@
+"""Session: the document, the only mutable state of the window, and the owner of the evaluation worker."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import replace
+from pathlib import Path
+from typing import Optional
+
+from PySide6 import QtCore
+
+from calibview.core import calibrators as calib
+from calibview.core import logits as lg
+from calibview.core.errors import CalibviewError
+from calibview.core.evaluate import EvalRequest, Evaluation
+from calibview.gui.worker import EvaluationWorker
+
+DEFAULT_CALIBRATORS = ("none", "ts")
+
+
+class Session(QtCore.QObject):
+    """Open files, the selected run and splits, the settings of the next evaluation and its latest result.
+
+    Views call its methods and react to its signals; they never talk to each other or to the worker.
+    """
+
+    files_changed = QtCore.Signal()
+    selection_changed = QtCore.Signal()                 # run or splits changed
+    evaluation_started = QtCore.Signal(int)             # generation
+    progress_changed = QtCore.Signal(float, str)
+    evaluation_changed = QtCore.Signal(object)          # Evaluation or None
+    busy_changed = QtCore.Signal(bool)
+    error_occurred = QtCore.Signal(str, str)            # title, one-sentence message
+    bandwidth_changed = QtCore.Signal(float, str)       # bandwidth, kernel: curves only, never the worker
+    visible_changed = QtCore.Signal(object)             # frozenset of shown calibrator names
+
+    _request = QtCore.Signal(int, object, object)       # to the worker thread (queued)
+
+    def __init__(self, parent: Optional[QtCore.QObject] = None) -> None:
+        super().__init__(parent)
+        self.files: dict[str, list[lg.RunInfo]] = {}
+        self.run: Optional[lg.RunInfo] = None
+        self.fit_split: Optional[str] = None
+        self.eval_split: Optional[str] = None
+        self.calibrators: tuple[str, ...] = DEFAULT_CALIBRATORS
+        self.bins: int | str = 15
+        self.n_boot = 1000
+        self.bandwidth = 0.05
+        self.kernel = "gaussian"
+        self.device = "auto"
+        self.evaluation: Optional[Evaluation] = None
+        self.visible: frozenset[str] = frozenset()
+        self.generation = 0
+        self._cancel: Optional[threading.Event] = None
+        self._busy = False
+        self._thread = QtCore.QThread()
+        self._thread.setObjectName("calibview-evaluation")
+        self._worker = EvaluationWorker()
+        self._worker.moveToThread(self._thread)
+        self._request.connect(self._worker.run, QtCore.Qt.QueuedConnection)
+        self._worker.progressed.connect(self._on_worker_progressed, QtCore.Qt.QueuedConnection)
+        self._worker.finished.connect(self._on_worker_finished, QtCore.Qt.QueuedConnection)
+        self._worker.failed.connect(self._on_worker_failed, QtCore.Qt.QueuedConnection)
+        self._worker.cancelled.connect(self._on_worker_cancelled, QtCore.Qt.QueuedConnection)
+        self._thread.start()
+
+    # --- files and selection ---------------------------------------------------------------------------------
+
+    def open_file(self, path: str | Path) -> bool:
+        """Read a file's metadata (never its arrays) and select its first run; errors become error_occurred."""
+        path = str(Path(path).expanduser().resolve())
+        try:
+            runs = lg.list_runs(path)
+        except CalibviewError as e:
+            self.error_occurred.emit("Cannot open file", str(e))
+            return False
+        self.files[path] = runs
+        self.files_changed.emit()
+        self.select_run(path, runs[0].name)
+        return True
+
+    def close_file(self, path: str) -> None:
+        if self.files.pop(path, None) is None:
+            return
+        if self.run is not None and self.run.file == path:
+            self.cancel()
+            self.run = None
+            self._set_evaluation(None)
+            remaining = next(iter(self.files.items()), None)
+            if remaining:
+                self.select_run(remaining[0], remaining[1][0].name, evaluate=False)
+        self.files_changed.emit()
+        self.selection_changed.emit()
+
+    def select_run(self, path: str, run_name: str, *, evaluate: bool = True) -> None:
+        run = lg.find_run(self.files[path], run_name)
+        self.run = run
+        names = [s.name for s in run.splits]
+        self.eval_split = "test" if "test" in names else names[-1]
+        others = [n for n in names if n != self.eval_split]
+        self.fit_split = "val" if "val" in others else (others[0] if others else None)
+        self.selection_changed.emit()
+        if evaluate:
+            self.evaluate()
+
+    def set_splits(self, fit_split: Optional[str], eval_split: str) -> None:
+        if (fit_split, eval_split) == (self.fit_split, self.eval_split):
+            return
+        self.fit_split, self.eval_split = fit_split, eval_split
+        self.selection_changed.emit()
+        self.evaluate()
+
+    # --- settings --------------------------------------------------------------------------------------------
+
+    def set_calibrators(self, names) -> None:
+        names = tuple(dict.fromkeys(["none", *names]))        # the baseline is always shown
+        for n in names:
+            calib.get(n)
+        self.calibrators = names
+
+    def set_bins(self, bins: int | str) -> None:
+        self.bins = bins
+
+    def set_bandwidth(self, bandwidth: float, kernel: Optional[str] = None) -> None:
+        """Curves follow at once (O(grid) in the views); the metrics that depend on it are refreshed by the
+        next evaluation, which the window requests when the slider is released."""
+        self.bandwidth = float(bandwidth)
+        if kernel is not None:
+            self.kernel = kernel
+        self.bandwidth_changed.emit(self.bandwidth, self.kernel)
+
+    def set_visible(self, names) -> None:
+        self.visible = frozenset(names)
+        self.visible_changed.emit(self.visible)
+
+    # --- evaluation ------------------------------------------------------------------------------------------
+
+    def build_request(self) -> Optional[EvalRequest]:
+        if self.run is None or self.eval_split is None:
+            return None
+        names = self.calibrators if self.fit_split else ("none",)
+        k = self.run.k
+        names = tuple(n for n in names if not (calib.get(n).binary_only and k != 2))
+        return EvalRequest(file=self.run.file, run=self.run.name, eval_split=self.eval_split,
+                           fit_split=self.fit_split, calibrators=names, bins=self.bins, n_boot=self.n_boot,
+                           bandwidth=self.bandwidth, kernel=self.kernel, device=self.device)
+
+    def evaluate(self, request: Optional[EvalRequest] = None) -> int:
+        """Start an evaluation (a newer one supersedes a running one); returns its generation (0: nothing to do)."""
+        request = request or self.build_request()
+        if request is None:
+            return 0
+        if self._cancel is not None:
+            self._cancel.set()                    # the running one stops at its next check
+        self.generation += 1
+        self._cancel = threading.Event()
+        self._set_busy(True)
+        self.evaluation_started.emit(self.generation)
+        self._request.emit(self.generation, request, self._cancel)
+        return self.generation
+
+    def cancel(self) -> None:
+        if self._cancel is not None:
+            self._cancel.set()
+
+    @property
+    def busy(self) -> bool:
+        return self._busy
+
+    def shutdown(self, timeout_ms: int = 5000) -> None:
+        """Cancel any work and join the worker thread (no QThread outlives the window)."""
+        self.cancel()
+        self._thread.quit()
+        self._thread.wait(timeout_ms)
+
+    # --- worker callbacks (GUI thread) -----------------------------------------------------------------------
+
+    def _on_worker_progressed(self, generation: int, fraction: float, message: str) -> None:
+        if generation == self.generation:
+            self.progress_changed.emit(fraction, message)
+
+    def _on_worker_finished(self, generation: int, evaluation: Evaluation) -> None:
+        if generation != self.generation:
+            return                                # stale: a newer request superseded it
+        self._cancel = None
+        self._set_busy(False)
+        self._set_evaluation(evaluation)
+
+    def _on_worker_failed(self, generation: int, message: str) -> None:
+        if generation != self.generation:
+            return
+        self._cancel = None
+        self._set_busy(False)
+        self.error_occurred.emit("Evaluation failed", message)
+
+    def _on_worker_cancelled(self, generation: int) -> None:
+        if generation == self.generation:
+            self._cancel = None
+            self._set_busy(False)
+            self.progress_changed.emit(0.0, "cancelled")
+
+    def _set_busy(self, busy: bool) -> None:
+        if busy != self._busy:
+            self._busy = busy
+            self.busy_changed.emit(busy)
+
+    def _set_evaluation(self, evaluation: Optional[Evaluation]) -> None:
+        self.evaluation = evaluation
+        if evaluation is not None:
+            # Keep the user's show/hide choices for calibrators that are still there; show new ones.
+            names = [r.name for r in evaluation.results]
+            hidden = {n for n in names if self.visible and n not in self.visible and n in self._last_names}
+            self.visible = frozenset(n for n in names if n not in hidden)
+            self._last_names = set(names)
+        else:
+            self.visible = frozenset()
+        self.evaluation_changed.emit(evaluation)
+        self.visible_changed.emit(self.visible)
+
+    _last_names: set = set()

@@ -1,0 +1,57 @@
+"""Runs ``core.evaluate`` on a QThread. The only module that knows both Qt and the core's callbacks.
+
+Each request carries a generation number and its own cancel event; results travel back through queued signals
+tagged with that number, so the session can drop what a newer request has superseded (Orange3 #2184), and the
+worker never touches a widget (napari #2697).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import traceback
+
+from PySide6 import QtCore
+
+from calibview.core.errors import Cancelled, CalibviewError
+from calibview.core.evaluate import EvalRequest, evaluate
+
+
+class EvaluationWorker(QtCore.QObject):
+    """Lives on a worker thread; ``run`` is invoked through a queued signal from the session."""
+
+    progressed = QtCore.Signal(int, float, str)      # generation, fraction, message
+    finished = QtCore.Signal(int, object)            # generation, Evaluation
+    failed = QtCore.Signal(int, str)                 # generation, one-sentence message
+    cancelled = QtCore.Signal(int)                   # generation
+
+    #: Progress is forwarded at most this often (seconds): the GUI needs ~20 updates a second, not thousands.
+    progress_interval = 0.05
+
+    @QtCore.Slot(int, object, object)
+    def run(self, generation: int, request: EvalRequest, cancel: threading.Event) -> None:
+        if cancel.is_set():
+            self.cancelled.emit(generation)
+            return
+        last = [0.0]
+
+        def progress(fraction: float, message: str) -> None:
+            now = time.monotonic()
+            if now - last[0] >= self.progress_interval or fraction >= 1.0:
+                last[0] = now
+                self.progressed.emit(generation, fraction, message)
+
+        try:
+            result = evaluate(request, progress=progress, cancel=cancel)
+        except Cancelled:
+            self.cancelled.emit(generation)
+        except CalibviewError as e:
+            self.failed.emit(generation, str(e))
+        except MemoryError:
+            self.failed.emit(generation, "Out of memory while evaluating this run; try fewer calibrators or "
+                                         "bootstrap resamples.")
+        except Exception as e:  # a bug, not a user error: keep the window alive and say what happened
+            traceback.print_exc()
+            self.failed.emit(generation, f"Unexpected error ({type(e).__name__}: {e}); please report it.")
+        else:
+            self.finished.emit(generation, result)

@@ -1,0 +1,265 @@
+"""The metrics table shows exactly the Evaluation's numbers, sorts them numerically and exports the CLI's CSV."""
+
+import csv
+import dataclasses
+import io
+import math
+import re
+
+import numpy as np
+import pytest
+
+pytest.importorskip("pytestqt")
+from PySide6 import QtWidgets  # noqa: E402
+from PySide6.QtCore import Qt  # noqa: E402
+
+from calibview.core.evaluate import EvalRequest, evaluate  # noqa: E402
+from calibview.core.logits import write_run  # noqa: E402
+from calibview.core.metrics import METRIC_NAMES  # noqa: E402
+from calibview.core.report import metrics_csv, metrics_rows  # noqa: E402
+from calibview.gui.metrics_table import MetricsTable  # noqa: E402
+
+DISPLAY, USER, TOOLTIP = Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.UserRole, Qt.ItemDataRole.ToolTipRole
+EXPECTED_HEADERS = ["Calibrator", "Acc %", "NLL", "Brier", "Brier (top)", "ECE %", "RMSCE %", "MCE %", "ACE %",
+                    "CW-ECE %", "dECE %", "smECE %", "CAL", "TOT", "Sharp. gap"]
+CELL = re.compile(r"^(\S+)(?: \[(\S+), (\S+)\])?$")
+
+
+@pytest.fixture(scope="module")
+def demo_ev(demo_file):
+    return evaluate(EvalRequest(file=str(demo_file), run="resnet110-brier/cifar100",
+                                calibrators=("none", "ts", "ts-grid"), n_boot=30, device="cpu"))
+
+
+@pytest.fixture(scope="module")
+def zero_ev(tmp_path_factory):
+    """A probability file where two samples give the true label probability exactly 0 (NLL = inf)."""
+    rng = np.random.default_rng(0)
+    n, k = 400, 4
+    probs = rng.dirichlet(np.ones(k), size=n)
+    labels = rng.integers(0, k, size=n)
+    for i in (3, 17):
+        probs[i, labels[i]] = 0.0
+        probs[i] /= probs[i].sum()
+    path = tmp_path_factory.mktemp("zero") / "zero.h5"
+    write_run(path, "m", "d", "test", probs=probs, labels=labels)
+    return evaluate(EvalRequest(file=str(path), run="m/d", calibrators=("none",), fit_split=None, n_boot=20,
+                                device="cpu"))
+
+
+@pytest.fixture
+def table(qtbot):
+    w = MetricsTable()
+    qtbot.addWidget(w)
+    w.resize(1100, 300)
+    w.show()
+    return w
+
+
+def _headers(model):
+    return [model.headerData(c, Qt.Orientation.Horizontal).replace("\n", " ") for c in range(model.columnCount())]
+
+
+def _parse(text):
+    return {"∞": math.inf, "-∞": -math.inf}.get(text, None) or float(text)
+
+
+def _close(text, exact, scale):
+    """``text`` is ``exact * scale`` rounded to the decimals it shows (∞ only for an infinite value)."""
+    if math.isinf(exact):
+        return text == ("∞" if exact > 0 else "-∞")
+    decimals = len(text.split(".")[1]) if "." in text else 0
+    return abs(_parse(text) - exact * scale) <= 0.5 * 10 ** -decimals + 1e-12
+
+
+def _column_values(table, column):
+    proxy = table.metrics_proxy
+    return [proxy.data(proxy.index(r, column), USER) for r in range(proxy.rowCount())]
+
+
+def test_rows_columns_and_header_order(table, demo_ev):
+    table.set_evaluation(demo_ev)
+    model = table.metrics_proxy
+    assert model.rowCount() == len(demo_ev.results) == 3
+    assert model.columnCount() == 1 + len(METRIC_NAMES)
+    assert _headers(model) == EXPECTED_HEADERS
+    assert [table.metrics_model.metric_of(c) for c in range(1, model.columnCount())] == list(METRIC_NAMES)
+    # Header tooltips carry the metric's definition.
+    assert "equal-width bins" in model.headerData(5, Qt.Orientation.Horizontal, TOOLTIP)
+
+
+def test_every_cell_shows_the_evaluation_numbers(table, demo_ev):
+    table.set_evaluation(demo_ev)
+    model = table.metrics_proxy
+    headers = _headers(model)
+    for row in range(model.rowCount()):
+        result = demo_ev.results[row]                      # unsorted: requested order
+        assert model.data(model.index(row, 0), DISPLAY) == result.label
+        assert model.data(model.index(row, 0), USER) == result.name
+        for col, m in enumerate(METRIC_NAMES, start=1):
+            idx = model.index(row, col)
+            est = result.metrics[m]
+            text = model.data(idx, DISPLAY)
+            assert "nan" not in text.lower() and "inf" not in text.lower()
+            value, lo, hi = CELL.match(text).groups()
+            scale = 100.0 if headers[col].endswith("%") else 1.0
+            assert _close(value, est.value, scale), (m, text, est)
+            assert lo is not None and _close(lo, est.lo, scale) and _close(hi, est.hi, scale), (m, text, est)
+            assert model.data(idx, USER) == est.value        # the exact float, no rounding
+            assert repr(est.value) in model.data(idx, TOOLTIP)
+
+
+def test_csv_text_is_the_cli_csv_and_parses_back_to_the_table(table, demo_ev, tmp_path):
+    table.set_evaluation(demo_ev)
+    assert table.csv_text() == metrics_csv(metrics_rows([demo_ev]))
+    path = tmp_path / "out" / "metrics.csv"
+    table.export_csv(path)
+    rows = list(csv.DictReader(path.open(newline="")))
+    assert [r["calibrator"] for r in rows] == [r.name for r in demo_ev.results]
+    model = table.metrics_proxy
+    for i, (row, result) in enumerate(zip(rows, demo_ev.results)):
+        for col, m in enumerate(METRIC_NAMES, start=1):
+            est = result.metrics[m]
+            assert (float(row[m]), float(row[f"{m}_lo"]), float(row[f"{m}_hi"])) == (est.value, est.lo, est.hi)
+            assert float(row[m]) == model.data(model.index(i, col), USER)
+
+
+def test_sorting_by_ece_orders_rows_by_value(table, demo_ev):
+    table.set_evaluation(demo_ev)
+    col = 1 + METRIC_NAMES.index("ece")
+    table.metrics_view.sortByColumn(col, Qt.SortOrder.AscendingOrder)
+    values = _column_values(table, col)
+    assert values == sorted(r.metrics["ece"].value for r in demo_ev.results)
+    assert values != [r.metrics["ece"].value for r in demo_ev.results]    # the order really changed
+    table.metrics_view.sortByColumn(col, Qt.SortOrder.DescendingOrder)
+    assert _column_values(table, col) == sorted(values, reverse=True)
+    # Sorting by the calibrator column restores the requested order.
+    table.metrics_view.sortByColumn(0, Qt.SortOrder.AscendingOrder)
+    assert _column_values(table, 0) == [r.name for r in demo_ev.results]
+
+
+def test_best_value_in_a_column_is_bold(table, demo_ev):
+    table.set_evaluation(demo_ev)
+    col = 1 + METRIC_NAMES.index("ece")
+    best = min(range(3), key=lambda i: demo_ev.results[i].metrics["ece"].value)
+    fonts = [table.metrics_proxy.data(table.metrics_proxy.index(r, col), Qt.ItemDataRole.FontRole)
+             for r in range(3)]
+    assert [f is not None and f.bold() for f in fonts] == [r == best for r in range(3)]
+
+
+def test_infinite_nll_shows_infinity_and_sorts_last(table, demo_ev, zero_ev):
+    zero = zero_ev.results[0]
+    assert math.isinf(zero.metrics["nll"].value)
+    table.set_evaluation(zero_ev)
+    nll_col = 1 + METRIC_NAMES.index("nll")
+    idx = table.metrics_proxy.index(0, nll_col)
+    assert table.metrics_proxy.data(idx, DISPLAY).split(" ")[0] == "∞"
+    assert "inf" not in table.metrics_proxy.data(idx, DISPLAY)
+    assert table.metrics_proxy.data(idx, USER) == math.inf
+    assert "probability 0" in table.metrics_proxy.data(idx, TOOLTIP)
+    assert table.metrics_proxy.data(table.metrics_proxy.index(0, 0), Qt.ItemDataRole.DecorationRole) is not None
+    assert "inf" in table.csv_text()                        # the CSV keeps the CLI's spelling
+    # Mixed with finite rows, ∞ sorts after every finite NLL.
+    mixed = dataclasses.replace(demo_ev, results=(dataclasses.replace(zero, name="zero", label="Zero"),)
+                                + demo_ev.results)
+    table.set_evaluation(mixed)
+    table.metrics_view.sortByColumn(nll_col, Qt.SortOrder.AscendingOrder)
+    values = _column_values(table, nll_col)
+    assert math.isinf(values[-1]) and all(math.isfinite(v) for v in values[:-1])
+    assert values[:-1] == sorted(values[:-1])
+    assert _column_values(table, 0)[-1] == "zero"
+
+
+def test_selecting_a_row_changes_the_per_class_tab(table, demo_ev, qtbot):
+    table.set_evaluation(demo_ev)
+    assert table.selected_calibrator() == "none"           # the first row by default
+    assert table.per_class_model.result() is demo_ev.result("none")
+    view, proxy = table.metrics_view, table.metrics_proxy
+    rect = view.visualRect(proxy.index(1, 3))
+    with qtbot.waitSignal(table.selected_calibrator_changed, timeout=1000) as blocker:
+        qtbot.mouseClick(view.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
+    assert blocker.args == ["ts"]
+    assert table.selected_calibrator() == "ts"
+    result = demo_ev.result("ts")
+    pc = table.per_class_proxy
+    assert pc.rowCount() == demo_ev.k == 100
+    assert sum(pc.data(pc.index(r, 2), USER) for r in range(pc.rowCount())) == demo_ev.n_eval
+    assert [pc.data(pc.index(r, 1), DISPLAY) for r in range(pc.rowCount())] == list(demo_ev.run.class_names)
+    assert not table.per_class_view.isColumnHidden(1)
+    for r in range(pc.rowCount()):
+        assert _close(pc.data(pc.index(r, 3), DISPLAY), result.per_class_accuracy[r], 100.0)
+        assert _close(pc.data(pc.index(r, 4), DISPLAY), result.per_class_ece[r], 100.0)
+        assert pc.data(pc.index(r, 4), USER) == result.per_class_ece[r]
+    # Per-class sorting is numeric too.
+    table.per_class_view.sortByColumn(4, Qt.SortOrder.AscendingOrder)
+    eces = [pc.data(pc.index(r, 4), USER) for r in range(pc.rowCount())]
+    assert eces == sorted(result.per_class_ece.tolist())
+    with qtbot.waitSignal(table.selected_calibrator_changed, timeout=1000) as blocker:
+        assert table.select_calibrator("ts-grid")
+    assert blocker.args == ["ts-grid"] and table.per_class_model.result() is demo_ev.result("ts-grid")
+    assert not table.select_calibrator("no-such") and table.selected_calibrator() == "ts-grid"
+    assert table.per_class_csv_text().count("\n") == 1 + demo_ev.k
+
+
+def test_selection_survives_a_new_evaluation_and_hiding(table, demo_ev, qtbot):
+    table.set_evaluation(demo_ev)
+    table.select_calibrator("ts")
+    with qtbot.assertNotEmitted(table.selected_calibrator_changed):
+        table.set_evaluation(dataclasses.replace(demo_ev))
+    assert table.selected_calibrator() == "ts"
+    with qtbot.waitSignal(table.selected_calibrator_changed, timeout=1000) as blocker:
+        table.set_hidden_calibrators({"ts"})
+    assert blocker.args == ["none"] and table.metrics_proxy.rowCount() == 2
+    assert table.csv_text() == metrics_csv(metrics_rows([demo_ev]))      # the export keeps every row
+
+
+def test_per_class_without_class_names_hides_the_name_column(table, zero_ev):
+    table.set_evaluation(zero_ev)
+    assert table.per_class_proxy.rowCount() == zero_ev.k
+    assert table.per_class_view.isColumnHidden(1)
+    counts = [table.per_class_proxy.data(table.per_class_proxy.index(r, 2), USER) for r in range(zero_ev.k)]
+    assert sum(counts) == zero_ev.n_eval
+
+
+def test_copy_selection_puts_tab_separated_text_on_the_clipboard(table, demo_ev, qtbot):
+    table.set_evaluation(demo_ev)
+    clipboard = QtWidgets.QApplication.clipboard()
+    clipboard.setText("")
+    table.metrics_view.selectAll()
+    text = table.copy_selection()
+    assert clipboard.text() == text
+    lines = text.rstrip("\n").split("\n")
+    assert len(lines) == 1 + len(demo_ev.results)
+    assert lines[0].split("\t") == EXPECTED_HEADERS
+    assert all(len(line.split("\t")) == len(EXPECTED_HEADERS) for line in lines)
+    assert lines[2].split("\t")[0] == demo_ev.results[1].label
+    # Ctrl+C on the per-class view copies the per-class selection.
+    clipboard.setText("")
+    table.tabs.setCurrentIndex(1)
+    table.per_class_view.selectRow(0)
+    table.per_class_view.setFocus()
+    qtbot.keyClick(table.per_class_view, Qt.Key.Key_C, Qt.KeyboardModifier.ControlModifier)
+    rows = list(csv.reader(io.StringIO(clipboard.text()), delimiter="\t"))
+    assert rows[0] == ["#", "Class", "Count", "Acc %", "ECE %"]
+    assert rows[1][:3] == ["0", demo_ev.run.class_names[0], "100"]
+
+
+def test_set_evaluation_none_clears_both_tabs(table, demo_ev, qtbot):
+    table.set_evaluation(demo_ev)
+    assert table.per_class_proxy.rowCount() == 100
+    with qtbot.waitSignal(table.selected_calibrator_changed, timeout=1000) as blocker:
+        table.set_evaluation(None)
+    assert blocker.args == [""]
+    assert table.metrics_proxy.rowCount() == 0 and table.per_class_proxy.rowCount() == 0
+    assert table.selected_calibrator() is None
+    assert table.csv_text() == metrics_csv([])
+    assert table.copy_selection() == ""
+
+
+def test_without_bootstrap_a_cell_shows_only_the_value(table, demo_file):
+    ev = evaluate(EvalRequest(file=str(demo_file), run="resnet110-brier/cifar100", calibrators=("none",),
+                              fit_split=None, n_boot=0, device="cpu"))
+    table.set_evaluation(ev)
+    text = table.metrics_proxy.data(table.metrics_proxy.index(0, 1 + METRIC_NAMES.index("ece")), DISPLAY)
+    assert CELL.match(text).group(2) is None and "[" not in text
+    assert _close(text, ev.results[0].metrics["ece"].value, 100.0)
