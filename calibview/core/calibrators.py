@@ -282,3 +282,6 @@ class TemperatureGrid(Temperature):
 register(Identity())
 register(Temperature())
 register(TemperatureGrid())
+
+# The calibrator family registers itself on import (kept in their own modules to stay readable).
+from . import calibrators_binning  # noqa: E402,F401  (hb, ir, platt, beta, mrr)
