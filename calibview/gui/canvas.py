@@ -145,7 +145,9 @@ class _Series:
         self.band.setBrush(QtGui.QBrush(qcolor(color, theme.band_alpha)))
         self.density.setPen(pg.mkPen(qcolor(color, 230), width=1))      # 1 px: Qt's fast line path
         self.density.setBrush(QtGui.QBrush(qcolor(color, theme.density_alpha)))
+        visible = self.bin_errors.isVisible()
         self.bin_errors.setData(pen=pg.mkPen(qcolor(color, theme.error_bar_alpha), width=1))
+        self.bin_errors.setVisible(visible)     # ErrorBarItem.setData shows itself whenever it has x and y
         self.bin_points.setPen(pg.mkPen(theme.background, width=1))
         self.bin_points.setBrush(pg.mkBrush(color))
 

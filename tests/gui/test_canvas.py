@@ -281,3 +281,17 @@ def test_calibrator_colors_are_stable_and_distinct():
     assert calibrator_color("ts", 0) == calibrator_color("ts", 5)     # the name decides, not the position
     assert len({calibrator_color(f"custom{i}", i) for i in range(6)}) == 6
     assert all(QtGui.QColor(c).isValid() for c in colors)
+
+
+def test_theme_switch_keeps_hidden_reliability_bars_hidden(qtbot, results):
+    canvas = CalibrationCanvas()
+    qtbot.addWidget(canvas)
+    canvas.set_results(results)
+    canvas.set_show_bins(False)
+    canvas.set_theme("dark")
+    canvas.set_theme("light")
+    for s in canvas._series:
+        assert not s.bin_errors.isVisible() and not s.bin_points.isVisible()
+    canvas.set_show_bins(True)
+    canvas.set_theme("dark")
+    assert all(s.bin_errors.isVisible() for s in canvas._series)
