@@ -67,6 +67,11 @@ def test_report_files_have_the_documented_shape(demo_report):
             assert 0 <= lo <= hi < 1                             # fractions, not percent
         assert float(r["tot"]) == pytest.approx(float(r["brier"]), abs=1e-15)
         assert float(r["sharpness_gap"]) == pytest.approx(float(r["tot"]) - float(r["cal"]), abs=1e-15)
+    # one diagram per run, drawn offscreen by the GUI's canvas (several runs: named after the run)
+    from PySide6 import QtGui
+    for run in PUBLISHED:
+        img = QtGui.QImage(str(demo_report / f"diagram_{run.replace('/', '_')}.png"))
+        assert img.width() == 1800 and img.height() == 1400
     curves = _read_csv(demo_report / "curves.csv")
     assert {c["calibrator"] for c in curves} == {"none", "ts", "ts-grid"}
     for c in curves[:50]:
