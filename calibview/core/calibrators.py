@@ -19,7 +19,7 @@ import json
 import math
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Mapping, Optional
+from typing import Any, ClassVar, Mapping, Optional
 
 import numpy as np
 import torch

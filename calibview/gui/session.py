@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-from dataclasses import replace
 from pathlib import Path
 from typing import Optional
 
@@ -50,6 +49,7 @@ class Session(QtCore.QObject):
         self.device = "auto"
         self.evaluation: Optional[Evaluation] = None
         self.visible: frozenset[str] = frozenset()
+        self._last_names: set[str] = set()          # calibrators of the previous evaluation
         self.generation = 0
         self._cancel: Optional[threading.Event] = None
         self._busy = False
@@ -216,5 +216,3 @@ class Session(QtCore.QObject):
             self.visible = frozenset()
         self.evaluation_changed.emit(evaluation)
         self.visible_changed.emit(self.visible)
-
-    _last_names: set = set()

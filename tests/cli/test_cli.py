@@ -14,7 +14,7 @@ import torch
 
 from calibview.cli import main
 from calibview.core import calibrators as calib
-from calibview.core.logits import read_split, write_run
+from calibview.core.logits import read_split
 from calibview.core.report import metric_columns
 
 # ../shared/data/SOURCES.md: Mukhoti et al. 2020, test split, 15 equal-width bins, in percent.
@@ -64,7 +64,7 @@ def test_report_files_have_the_documented_shape(demo_report):
     for r in rows:
         for m in ("ece", "smece", "cal", "tot", "sharpness_gap", "classwise_ece"):
             v, lo, hi = float(r[m]), float(r[m + "_lo"]), float(r[m + "_hi"])
-            assert 0 <= lo <= hi < 1                             # fractions, not percent
+            assert 0 <= lo <= hi < 1 and 0 <= v < 1              # fractions, not percent
         assert float(r["tot"]) == pytest.approx(float(r["brier"]), abs=1e-15)
         assert float(r["sharpness_gap"]) == pytest.approx(float(r["tot"]) - float(r["cal"]), abs=1e-15)
     # one diagram per run, drawn offscreen by the GUI's canvas (several runs: named after the run)
