@@ -285,3 +285,4 @@ register(TemperatureGrid())
 
 # The calibrator family registers itself on import (kept in their own modules to stay readable).
 from . import calibrators_binning  # noqa: E402,F401  (hb, ir, platt, beta, mrr)
+from . import calibrators_scaling  # noqa: E402,F401  (vs, ms, dirichlet)
