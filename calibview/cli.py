@@ -109,6 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", default=None)
     p.add_argument("--dataset", default=None)
     p.add_argument("--split", default=None)
+    p.add_argument("--overwrite", action="store_true", help="replace splits that OUT already has")
     return parser
 
 
@@ -133,7 +134,12 @@ def _requests(args) -> list:
             others = [s for s in split_names if s != eval_split]
             fit_split = "val" if "val" in others else (others[0] if others else None)
         run_names = names
-        if fit_split is None and any(c != "none" for c in names):
+        binary = [c for c in names if calib.get(c).binary_only]
+        if binary and run.k != 2:
+            run_names = tuple(c for c in names if c not in binary)
+            print(f"calibview: run {run.name} has K = {run.k} classes: skipping {', '.join(binary)} "
+                  "(binary problems only).", file=sys.stderr)
+        if fit_split is None and any(c != "none" for c in run_names):
             if explicit:
                 raise CalibviewError(
                     f"Run {run.name} in {file} has only the split {eval_split!r}, so there is nothing to fit "
@@ -254,15 +260,24 @@ def _load_calibrator(path: str, run_name: str, use: Optional[str]):
     if not isinstance(obj, list):
         raise CalibviewError(f"{path} is not a calibview calibrator file.")
     entries = [e for e in obj if isinstance(e, dict)]
-    for_run = [e for e in entries if e.get("run") == run_name] or entries
+    runs = sorted({str(e.get("run")) for e in entries})
+    for_run = [e for e in entries if e.get("run") == run_name]
+    if not for_run:
+        if len(runs) != 1:
+            raise CalibviewError(f"{path} has no calibrator fitted on run {run_name} (it has runs: "
+                                 f"{', '.join(runs)}); pass one of those with --run, or export one calibrator.")
+        for_run = entries         # one run in the file: apply its calibrators to this run (same K is checked)
+    names = sorted({str(e.get("calibrator")) for e in for_run})
     if use:
-        chosen = [e for e in for_run if e.get("calibrator") == use or e.get("method") == use]
+        chosen = [e for e in for_run if e.get("calibrator") == use]
+        if not chosen:
+            raise CalibviewError(f"{path} has no calibrator named {use!r} for run {for_run[0].get('run')}; "
+                                 f"available: {', '.join(names)}.")
     else:
         chosen = [e for e in for_run if e.get("method") != "none"]
-    if len(chosen) != 1:
-        names = sorted({str(e.get("calibrator")) for e in for_run})
-        raise CalibviewError(f"{path} holds {len(chosen)} matching calibrators for run {run_name}; pick one with "
-                             f"--use (available: {', '.join(names)}).")
+        if len(chosen) != 1:
+            raise CalibviewError(f"{path} holds {len(chosen)} fitted calibrators for run {for_run[0].get('run')}; "
+                                 f"pick one with --use (available: {', '.join(names)}).")
     return calib.from_json(chosen[0])
 
 
@@ -297,7 +312,8 @@ def _cmd_apply(args) -> int:
 def _cmd_import(args) -> int:
     from .core.importers import import_arrays
 
-    runs = import_arrays(args.src, args.out, model=args.model, dataset=args.dataset, split=args.split)
+    runs = import_arrays(args.src, args.out, model=args.model, dataset=args.dataset, split=args.split,
+                         overwrite=args.overwrite)
     for run in runs:
         print(f"{args.out}: {run.name} " + ", ".join(f"{s.name} (N={s.n}, K={s.k})" for s in run.splits))
     return 0

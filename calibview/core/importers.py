@@ -24,9 +24,10 @@ _KEY = re.compile(r"^(logits|probs|labels)(?:_(.+))?$")
 
 
 def import_arrays(src: PathLike, out: PathLike, *, model: Optional[str] = None, dataset: Optional[str] = None,
-                  split: Optional[str] = None, progress: Optional[Progress] = None) -> list[RunInfo]:
+                  split: Optional[str] = None, progress: Optional[Progress] = None,
+                  overwrite: bool = False) -> list[RunInfo]:
     """Write the splits found in ``src`` as run ``<model>/<dataset>`` of the HDF5 file ``out`` (created or appended
-    to; an existing split is never overwritten) and return that run, re-read from ``out``, as a one-item list.
+    to; an existing split is replaced only with ``overwrite=True``) and return that run, re-read from ``out``, as a one-item list.
 
     ``model`` defaults to the source file stem (without a ``_logits``/``_probs`` suffix for .npy), ``dataset`` to
     "data". ``split`` names the split of an unsuffixed pair (default "all"); for suffixed pairs it selects one."""
@@ -53,7 +54,7 @@ def import_arrays(src: PathLike, out: PathLike, *, model: Optional[str] = None, 
     model = model or _default_model(src_path)
     dataset = "data" if dataset is None else dataset
     report(progress, 0.3, f"Writing {len(splits)} split(s) to {out_path.name}")
-    write_splits(out_path, model, dataset, {name: value[:3] for name, value in splits.items()})
+    write_splits(out_path, model, dataset, {name: value[:3] for name, value in splits.items()}, overwrite=overwrite)
     report(progress, 1.0, f"Imported {src_path.name} as {model}/{dataset}")
     run_path = "/" + "/".join(p for p in (model, dataset) if p)
     return [r for r in list_runs(out_path) if r.path == run_path]
@@ -74,12 +75,21 @@ def _default_model(src: Path) -> str:
 def _load_npz(src: Path) -> dict[str, np.ndarray]:
     try:
         with np.load(src, allow_pickle=False) as z:
-            return {key: z[key] for key in z.files if _KEY.match(key)}
+            arrays = {key: z[key] for key in z.files if _KEY.match(key)}
+            _require_scores(src, arrays, z.files)
+            return arrays
     except ValueError as e:  # object arrays need pickle
         raise CalibviewError(f"{src}: an array in this .npz needs pickle to load ({_brief(e)}); store plain "
                              f"numeric arrays.") from None
     except (OSError, zipfile.BadZipFile, EOFError) as e:
         raise CalibviewError(f"{src}: not a readable .npz file ({_brief(e)}).") from None
+
+
+def _require_scores(src: Path, arrays: Mapping[str, np.ndarray], keys) -> None:
+    """A clear error naming the keys the file does hold when none of them is a logits/probs array."""
+    if not any(_KEY.match(k).group(1) != "labels" for k in arrays):
+        raise CalibviewError(f"{src}: no 'logits' or 'probs' array found (keys: {', '.join(map(str, keys)) or 'none'}"
+                             f"); name them logits/labels or logits_<split>/labels_<split>.")
 
 
 def _load_npy(path: Path) -> np.ndarray:
@@ -135,6 +145,7 @@ def _load_torch(src: Path) -> dict[str, np.ndarray]:
     if not isinstance(obj, Mapping):
         raise CalibviewError(f"{src}: holds a {type(obj).__name__}, not a dict of 'logits'/'probs' and 'labels'.")
     arrays = {}
+    _require_scores(src, {k: None for k in obj if isinstance(k, str) and _KEY.match(k)}, list(obj))
     for key, value in obj.items():
         if not isinstance(key, str) or not _KEY.match(key):
             continue

@@ -19,6 +19,15 @@ from .metrics import METRIC_NAMES
 ID_COLUMNS = ("model", "dataset", "split", "calibrator")
 
 
+def _read_umask() -> int:
+    mask = os.umask(0o022)       # reading the umask means setting it: once, at import, before any thread starts
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _read_umask()
+
+
 def metric_columns() -> list[str]:
     cols = list(ID_COLUMNS)
     for m in METRIC_NAMES:
@@ -35,6 +44,8 @@ def atomic_write(path: str | os.PathLike, data: str | bytes) -> None:
     except OSError as e:
         raise CalibviewError(f"Cannot write {path}: {e.strerror or e}.") from None
     try:
+        # mkstemp creates the file 0600; give it the permissions a plain open() would (0666 minus the umask).
+        os.chmod(tmp, 0o666 & ~_UMASK)
         with os.fdopen(fd, "wb") as f:
             f.write(data.encode("utf-8") if isinstance(data, str) else data)
             f.flush()

@@ -207,3 +207,26 @@ def test_apply_writes_calibrated_probabilities(demo_report, demo_file, tmp_path,
     # a report's file with several calibrators for the run needs --use
     assert main(args[:-4] + ["-o", str(tmp_path / "x.h5")]) == 2
     assert "--use" in capsys.readouterr().err
+
+
+def test_report_skips_binary_only_calibrators_on_multiclass_runs(tmp_path, demo_file, capsys):
+    assert main(["metrics", str(demo_file), "--run", "resnet110-flsd53/cifar10", "--calibrators", "none,platt,beta",
+                 "--n-boot", "0", "--json", "--quiet"]) == 0
+    captured = capsys.readouterr()
+    assert [r["calibrator"] for r in json.loads(captured.out)] == ["none"]
+    assert "skipping platt, beta" in captured.err
+
+
+def test_report_files_get_ordinary_permissions(demo_report):
+    import stat
+    umask = os.umask(0o022)
+    os.umask(umask)
+    for name in ("metrics.csv", "curves.csv", "calibrators.json"):     # not mkstemp's 0600
+        assert stat.S_IMODE(os.stat(demo_report / name).st_mode) == 0o666 & ~umask, name
+
+
+def test_apply_error_names_the_missing_calibrator(demo_report, demo_file, tmp_path, capsys):
+    rc = main(["apply", str(demo_report / "calibrators.json"), str(demo_file), "--run", "resnet110-brier/cifar100",
+               "--split", "test", "--use", "tss", "-o", str(tmp_path / "a.h5")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "no calibrator named 'tss'" in err and "ts-grid" in err

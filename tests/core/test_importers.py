@@ -165,7 +165,7 @@ def test_source_errors_name_the_source_array(tmp_path):
 
 def test_missing_keys_and_pairs(tmp_path):
     np.savez(tmp_path / "nokeys.npz", weights=np.zeros(3))
-    assert "no 'logits' or 'probs' array found (keys: none)" in error_of(
+    assert "no 'logits' or 'probs' array found (keys: weights)" in error_of(
         import_arrays, tmp_path / "nokeys.npz", tmp_path / "o.h5")
     np.savez(tmp_path / "half.npz", logits_val=logits(), labels_test=labels())
     assert "logits_val has no matching labels_val" in error_of(import_arrays, tmp_path / "half.npz",
