@@ -10,6 +10,7 @@ from __future__ import annotations
 import html
 import importlib
 import os
+import sys
 import tempfile
 from contextlib import contextmanager
 from functools import lru_cache
@@ -158,14 +159,19 @@ class _Series:
         sc = smoothing.sharpness_curve(self.result.stats, bandwidth, kernel)
         self.sc, self.state = sc, (bandwidth, kernel)
         idx = _drawn_indices(self.grid_size, _drawn_step(self.grid_size, bandwidth))
-        x, valid = sc.x[idx], sc.valid[idx]
+        x = sc.x[idx]
+        # Where (almost) no sample is near, the Nadaraya-Watson curve only extrapolates its nearest data (the
+        # Gaussian kernel never reaches exactly zero): draw it only where the density is at least DRAW_FLOOR of
+        # its peak, so the diagram never shows an accuracy at confidences no sample has.
+        valid = sc.valid[idx] & (sc.density[idx] >= DRAW_FLOOR)
         if not valid.any():
             empty = np.zeros(0)
             self.curve.setData(x=empty, y=empty)
             self.band.setPath(QtGui.QPainterPath())
         else:
             full = bool(valid.all())
-            self.curve.setData(x=x, y=sc.curve[idx], connect="all" if full else "finite", skipFiniteCheck=full)
+            y = sc.curve[idx] if full else np.where(valid, sc.curve[idx], np.nan)
+            self.curve.setData(x=x, y=y, connect="all" if full else "finite", skipFiniteCheck=full)
             self.band.setPath(_area_path(x, sc.band_lo[idx], sc.band_hi[idx], valid))
         dens = sc.density[idx]
         self.density.setPath(_area_path(x, np.zeros_like(dens), dens, np.ones(x.shape[0], dtype=bool)))
@@ -181,6 +187,10 @@ class _Series:
         n = self.cum_count[hi + 1] - self.cum_count[lo] if hi >= lo else 0.0
         acc = f"{sc.curve[i]:.2f}" if sc.valid[i] else "n/a"
         return f"{self.name}: acc {acc}, density {sc.density[i]:.2f}, n≈{int(round(n))} within ±{bandwidth:.3g}"
+
+
+#: The curve and band are drawn where the confidence density is at least this fraction of its maximum.
+DRAW_FLOOR = 1e-3
 
 
 class CalibrationCanvas(QtWidgets.QWidget):
@@ -578,6 +588,7 @@ def render_diagram_png(results, path, *, bandwidth: float = 0.05, kernel: str = 
         if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
             os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
         _APP.append(QtWidgets.QApplication([]))
+        _APP.append(QtCore.qInstallMessageHandler(_quiet_offscreen_messages))
     canvas = CalibrationCanvas(theme=theme)
     try:
         canvas.setAttribute(QtCore.Qt.WidgetAttribute.WA_DontShowOnScreen, True)
@@ -592,6 +603,13 @@ def render_diagram_png(results, path, *, bandwidth: float = 0.05, kernel: str = 
         canvas.hide()
         canvas.deleteLater()
         QtWidgets.QApplication.sendPostedEvents(None, QtCore.QEvent.Type.DeferredDelete)
+
+
+def _quiet_offscreen_messages(mode, context, message: str) -> None:
+    """The offscreen platform warns on every shown window that it cannot propagate size hints: noise on the
+    command line's stderr. Everything else is printed as Qt would."""
+    if "propagateSizeHints" not in message:
+        sys.stderr.write(message + "\n")
 
 
 _APP: list = []     # keeps a QApplication created by render_diagram_png alive for later calls

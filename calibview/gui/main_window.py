@@ -190,6 +190,8 @@ class MainWindow(QtWidgets.QMainWindow):
         bar = self.statusBar()
         self.hover_label = QtWidgets.QLabel("")
         self.hover_label.setTextFormat(QtCore.Qt.PlainText)
+        # A long readout is cut at the label's edge instead of pushing into the progress text.
+        self.hover_label.setSizePolicy(QtWidgets.QSizePolicy.Ignored, QtWidgets.QSizePolicy.Preferred)
         self.progress = QtWidgets.QProgressBar()
         self.progress.setRange(0, 1000)
         self.progress.setMaximumWidth(220)
@@ -350,6 +352,11 @@ class MainWindow(QtWidgets.QMainWindow):
         self.canvas.set_bandwidth(self.session.bandwidth, self.session.kernel)
         self.canvas.set_visible(self.session.visible)
         warnings = [f"{r.label}: {w}" for r in ev.results for w in r.warnings]
+        warnings += [f"{r.label}: {c.notice}" for r in ev.results
+                     for c in [r.curve(self.session.bandwidth, self.session.kernel)] if c.notice]
+        if ev.request.fit_split == ev.request.eval_split and ev.n_fit:
+            warnings.append(f"Calibrators were fitted and evaluated on the same split ({ev.request.eval_split}): "
+                            "these are in-sample numbers.")
         msg = f"Evaluated in {ev.elapsed_s:.1f} s on {ev.device}"
         self.progress_label.setText(msg + (f" · {len(warnings)} warning(s)" if warnings else ""))
         self.progress_label.setToolTip("\n".join(warnings))
@@ -457,5 +464,6 @@ def apply_palette(app: Optional[QtWidgets.QApplication], name: str) -> None:
     for role, color in roles.items():
         p.setColor(role, color)
     p.setColor(QtGui.QPalette.Disabled, QtGui.QPalette.Text, c(120, 120, 120))
+    p.setColor(QtGui.QPalette.Disabled, QtGui.QPalette.WindowText, c(110, 110, 110))
     p.setColor(QtGui.QPalette.Disabled, QtGui.QPalette.ButtonText, c(120, 120, 120))
     app.setPalette(p)

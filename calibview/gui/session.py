@@ -197,7 +197,18 @@ class Session(QtCore.QObject):
         if generation == self.generation:
             self._cancel = None
             self._set_busy(False)
+            self._restore_shown_selection()
             self.progress_changed.emit(0.0, "cancelled")
+
+    def _restore_shown_selection(self) -> None:
+        """After a cancel, the pickers go back to what the diagram and table still show."""
+        ev = self.evaluation
+        if ev is None or ev.run.file not in self.files:
+            return
+        req = ev.request
+        if (self.run, self.fit_split, self.eval_split) != (ev.run, req.fit_split, req.eval_split):
+            self.run, self.fit_split, self.eval_split = ev.run, req.fit_split, req.eval_split
+            self.selection_changed.emit()
 
     def _set_busy(self, busy: bool) -> None:
         if busy != self._busy:

@@ -17,7 +17,7 @@ from PySide6 import QtCore, QtGui, QtWidgets  # noqa: E402
 from calibview.core import smoothing  # noqa: E402
 from calibview.core.evaluate import EvalRequest, evaluate  # noqa: E402
 from calibview.gui import canvas as canvas_mod  # noqa: E402
-from calibview.gui.canvas import CalibrationCanvas, render_diagram_png  # noqa: E402
+from calibview.gui.canvas import DRAW_FLOOR, CalibrationCanvas, render_diagram_png  # noqa: E402
 from calibview.gui.theme import THEMES, calibrator_color  # noqa: E402
 
 RUN = "resnet110-brier/cifar100"
@@ -56,7 +56,8 @@ def _assert_drawn_is_core(c, result, h, kernel):
     assert x.shape == y.shape and x.size >= 256
     idx = np.searchsorted(ref.x, x)
     np.testing.assert_array_equal(ref.x[idx], x)                 # drawn x are grid points of the core's curve
-    valid = ref.valid[idx]
+    # drawn exactly where the core's curve is defined and there is data (density >= DRAW_FLOOR of its peak)
+    valid = ref.valid[idx] & (ref.density[idx] >= DRAW_FLOOR)
     assert valid.any()
     np.testing.assert_array_equal(y[valid], ref.curve[idx][valid])
     assert np.isnan(y[~valid]).all()                              # gaps stay gaps

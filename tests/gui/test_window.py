@@ -215,3 +215,19 @@ def test_event_loop_keeps_running_during_a_large_evaluation(qtbot, window, tmp_p
     timer.stop()
     gaps = np.diff(ticks)
     assert len(ticks) > 20 and gaps.max() < 1.0, gaps.max()
+
+
+def test_cancel_puts_the_pickers_back_to_what_is_shown(qtbot, window, tmp_path, demo_file):
+    path = _big_file(tmp_path / "big.h5")
+    window.session.n_boot = 1000
+    window.open_files([demo_file])
+    _wait_idle(qtbot, window)
+    shown = window.session.evaluation
+    window.open_files([path])                   # a long evaluation of another file ...
+    qtbot.waitUntil(lambda: window.session.busy, timeout=5000)
+    window.session.cancel()                     # ... cancelled: the demo run is still what is drawn
+    qtbot.waitUntil(lambda: not window.session.busy, timeout=WAIT_MS)
+    assert window.session.evaluation is shown
+    assert window.session.run == shown.run and window.session.eval_split == shown.request.eval_split
+    assert window.browser.eval_combo.currentText() == shown.request.eval_split
+    assert window.browser.tree.currentItem().data(0, QtCore.Qt.UserRole + 1) == shown.run.name
