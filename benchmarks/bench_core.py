@@ -28,6 +28,7 @@ from calibview.core.metrics import binned_metrics, sample_stats
 
 
 def timed(fn, repeats):
+    fn()                                   # warm-up: page cache, allocator, lazy imports
     out, times = None, []
     for _ in range(repeats):
         t = time.perf_counter()
