@@ -63,6 +63,9 @@ def _add_eval_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--eval-split", default=None, help="split the metrics are computed on (default: test)")
     p.add_argument("--calibrators", default=None,
                    help="comma-separated: none,ts,ts-grid,... (default: none,ts)")
+    p.add_argument("--option", action="append", default=[], metavar="CAL.KEY=VALUE",
+                   help="a calibrator option, repeatable: hb.bins=20, hb.strategy=quantile, ms.penalty=l2, "
+                        "ms.lam=0.1, dirichlet.lam=auto, platt.smooth_targets=true")
     p.add_argument("--bins", default="15", help="number of bins, or 'auto' (default: 15)")
     p.add_argument("--bandwidth", type=float, default=0.05, help="kernel bandwidth of the diagram (default 0.05)")
     p.add_argument("--kernel", choices=("gaussian", "epanechnikov"), default="gaussian")
@@ -113,6 +116,30 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def parse_options(items) -> tuple:
+    """``["hb.bins=20", "ms.penalty=l2"]`` -> the nested-tuple form of EvalRequest.options."""
+    out: dict[str, dict] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        name, dot, opt = key.partition(".")
+        if not (sep and dot and name and opt):
+            raise CalibviewError(f"--option {item!r} is not of the form CALIBRATOR.KEY=VALUE (e.g. hb.bins=20).")
+        out.setdefault(name.strip(), {})[opt.strip()] = _option_value(value.strip())
+    return tuple((name, tuple(opts.items())) for name, opts in out.items())
+
+
+def _option_value(text: str):
+    low = text.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return text
+
+
 def _requests(args) -> list:
     from .core import calibrators as calib
     from .core import logits as lg
@@ -123,6 +150,11 @@ def _requests(args) -> list:
     chosen = [lg.find_run(runs, name) for name in args.run] if args.run else runs
     explicit = args.calibrators is not None
     names = tuple(c.strip() for c in (args.calibrators or "none,ts").split(",") if c.strip())
+    options = parse_options(args.option)
+    for name, opts in options:
+        if name not in names:
+            raise CalibviewError(f"--option for {name!r}, which is not among --calibrators ({', '.join(names)}).")
+        calib.configured(name, dict(opts))
     for name in names:
         calib.get(name)
     requests = []
@@ -149,7 +181,7 @@ def _requests(args) -> list:
         requests.append(EvalRequest(file=str(file), run=run.name, eval_split=eval_split, fit_split=fit_split,
                                     calibrators=run_names, bins=args.bins, n_boot=args.n_boot, seed=args.seed,
                                     level=args.level, bandwidth=args.bandwidth, kernel=args.kernel,
-                                    device=args.device))
+                                    device=args.device, options=options))
     return requests
 
 

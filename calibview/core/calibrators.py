@@ -131,10 +131,23 @@ def _jsonable(x: Any) -> Any:
     return x
 
 
-def fit(method: str, scores: torch.Tensor, labels: torch.Tensor, *, fit_info: Mapping[str, Any] | None = None,
-        progress=None, cancel: Optional[threading.Event] = None) -> Fitted:
-    """Fit ``method`` on (scores, labels) of the fit split."""
+def configured(method: str, options: Mapping[str, Any] | None = None) -> Method:
+    """The registered method, or a new instance of its class built with ``options`` (constructor keywords, e.g.
+    ``{"bins": 20}`` for hb, ``{"penalty": "l2", "lam": 0.1}`` for ms); a bad option is a user error."""
     m = get(method)
+    if not options:
+        return m
+    try:
+        return type(m)(**dict(options))
+    except TypeError as e:
+        raise CalibviewError(f"Invalid option for the {m.label} calibrator ({method}): {e}.") from None
+
+
+def fit(method: str, scores: torch.Tensor, labels: torch.Tensor, *, fit_info: Mapping[str, Any] | None = None,
+        options: Mapping[str, Any] | None = None, progress=None, cancel: Optional[threading.Event] = None
+        ) -> Fitted:
+    """Fit ``method`` (configured with ``options``) on (scores, labels) of the fit split."""
+    m = configured(method, options)
     k = int(scores.shape[1])
     if m.binary_only and k != 2:
         raise CalibviewError(f"{m.label} is for binary problems (K = 2), but this run has K = {k} classes; "

@@ -12,7 +12,7 @@ import time
 import warnings
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Mapping, Optional, Sequence, Union
+from typing import Any, Mapping, Optional, Sequence, Union
 
 import numpy as np
 import torch
@@ -45,6 +45,12 @@ class EvalRequest:
     kernel: str = "gaussian"
     device: str = "auto"
     chunk_rows: Optional[int] = None
+    #: per-calibrator constructor options, e.g. (("hb", (("bins", 20),)),): nested tuples keep the request
+    #: hashable and immutable; see calibrators.configured
+    options: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()
+
+    def options_for(self, name: str) -> dict:
+        return {k: v for n, opts in self.options if n == name for k, v in opts}
 
 
 @dataclass(frozen=True)
@@ -130,7 +136,7 @@ def _check_request(req: EvalRequest) -> None:
     if not req.calibrators:
         raise CalibviewError("No calibrators were requested; give at least 'none'.")
     for name in req.calibrators:
-        calib.get(name)
+        calib.configured(name, req.options_for(name))        # unknown names and bad options fail early
     if any(c != "none" for c in req.calibrators) and not req.fit_split:
         raise CalibviewError("Calibrators other than 'none' need a fit split (--fit-split).")
 
@@ -182,7 +188,8 @@ def evaluate(req: EvalRequest, *, progress=None, cancel: Optional[threading.Even
             if name == "none":
                 fitted = calib.fit("none", ev_scores[:1], ev_labels[:1])
             else:
-                fitted = calib.fit(name, fit_scores, fit_labels, progress=prog(span[0], span[1]), cancel=cancel,
+                fitted = calib.fit(name, fit_scores, fit_labels, options=req.options_for(name),
+                                   progress=prog(span[0], span[1]), cancel=cancel,
                                    fit_info={"file": str(req.file), "run": run.name, "split": req.fit_split,
                                              "n": int(fit_scores.shape[0])})
             timings[f"fit:{name}"] = time.perf_counter() - t1

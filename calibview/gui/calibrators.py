@@ -27,6 +27,7 @@ class CalibratorPanel(QtWidgets.QWidget):
         self.boxes: dict[str, QtWidgets.QCheckBox] = {}
         choose = QtWidgets.QGroupBox("Fit on the fit split")
         grid = QtWidgets.QVBoxLayout(choose)
+        self.option_widgets: dict[str, dict[str, QtWidgets.QWidget]] = {}
         for name in panel_methods():
             m = calib.get(name)
             box = QtWidgets.QCheckBox(f"{m.label} ({name})")
@@ -34,6 +35,16 @@ class CalibratorPanel(QtWidgets.QWidget):
             box.setToolTip(_tooltip(m))
             self.boxes[name] = box
             grid.addWidget(box)
+            widgets = _option_widgets(name)
+            if widgets:
+                self.option_widgets[name] = widgets
+                row = QtWidgets.QHBoxLayout()
+                row.setContentsMargins(24, 0, 0, 0)
+                for label, w in widgets.items():
+                    row.addWidget(QtWidgets.QLabel(label))
+                    row.addWidget(w)
+                row.addStretch(1)
+                grid.addLayout(row)
         options = QtWidgets.QFormLayout()
         self.n_boot = QtWidgets.QSpinBox()
         self.n_boot.setRange(0, 10000)
@@ -65,8 +76,23 @@ class CalibratorPanel(QtWidgets.QWidget):
     def checked(self) -> list[str]:
         return [n for n, b in self.boxes.items() if b.isChecked() and b.isEnabled()]
 
+    def options(self) -> dict[str, dict]:
+        """Constructor options of the ticked calibrators, from their option widgets (defaults omitted)."""
+        out = {}
+        for name, widgets in self.option_widgets.items():
+            opts = {}
+            for label, w in widgets.items():
+                key, value = w.property("option"), _widget_value(w)
+                if value is not None and value != w.property("default"):
+                    opts[key] = value
+            if opts:
+                out[name] = opts
+        return out
+
     def fit(self) -> None:
         self.session.set_calibrators(self.checked())
+        self.session.options = tuple((n, tuple(o.items())) for n, o in self.options().items()
+                                     if n in self.session.calibrators)
         self.session.n_boot = self.n_boot.value()
         self.session.evaluate()
 
@@ -119,6 +145,47 @@ class CalibratorPanel(QtWidgets.QWidget):
 
     def _on_session_busy_changed(self, busy: bool) -> None:
         self.fit_button.setText("Fitting…" if busy else "Fit && evaluate")
+
+
+def _option_widgets(name: str) -> dict[str, QtWidgets.QWidget]:
+    """The options a person tunes most, as small widgets tagged with the constructor keyword they set."""
+    def tag(w, option, default, tip):
+        w.setProperty("option", option)
+        w.setProperty("default", default)
+        w.setToolTip(tip)
+        return w
+    if name == "hb":
+        bins = QtWidgets.QSpinBox()
+        bins.setRange(2, 200)
+        bins.setValue(15)
+        strategy = QtWidgets.QComboBox()
+        strategy.addItems(["uniform", "quantile"])
+        return {"bins": tag(bins, "bins", 15, "Bins per class"),
+                "": tag(strategy, "strategy", "uniform", "Equal-width (uniform) or equal-mass (quantile) bins")}
+    if name in ("ms", "dirichlet"):
+        penalty = QtWidgets.QComboBox()
+        penalty.addItems(["odir", "l2"])
+        lam = QtWidgets.QLineEdit("auto")
+        lam.setMaximumWidth(70)
+        return {"penalty": tag(penalty, "penalty", "odir", "ODIR: off-diagonal and bias penalty (Kull et al.); "
+                                                            "L2: distance from the identity"),
+                "λ": tag(lam, "lam", "auto", "Penalty strength; 'auto' picks it on a held-out fifth of the fit "
+                                             "split")}
+    return {}
+
+
+def _widget_value(w):
+    if isinstance(w, QtWidgets.QSpinBox):
+        return w.value()
+    if isinstance(w, QtWidgets.QComboBox):
+        return w.currentText()
+    text = w.text().strip()
+    if text.lower() in ("", "auto"):
+        return "auto"
+    try:
+        return float(text)
+    except ValueError:
+        return None               # not a number: keep the default rather than fail the fit
 
 
 def _tooltip(method) -> str:

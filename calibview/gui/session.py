@@ -47,6 +47,7 @@ class Session(QtCore.QObject):
         self.bandwidth = 0.05
         self.kernel = "gaussian"
         self.device = "auto"
+        self.options: tuple = ()                      # per-calibrator options, as EvalRequest.options
         self.evaluation: Optional[Evaluation] = None
         self.visible: frozenset[str] = frozenset()
         self._last_names: set[str] = set()          # calibrators of the previous evaluation
@@ -143,7 +144,8 @@ class Session(QtCore.QObject):
         names = tuple(n for n in names if not (calib.get(n).binary_only and k != 2))
         return EvalRequest(file=self.run.file, run=self.run.name, eval_split=self.eval_split,
                            fit_split=self.fit_split, calibrators=names, bins=self.bins, n_boot=self.n_boot,
-                           bandwidth=self.bandwidth, kernel=self.kernel, device=self.device)
+                           bandwidth=self.bandwidth, kernel=self.kernel, device=self.device,
+                           options=tuple(o for o in self.options if o[0] in names))
 
     def evaluate(self, request: Optional[EvalRequest] = None) -> int:
         """Start an evaluation (a newer one supersedes a running one); returns its generation (0: nothing to do)."""

@@ -230,3 +230,21 @@ def test_apply_error_names_the_missing_calibrator(demo_report, demo_file, tmp_pa
                "--split", "test", "--use", "tss", "-o", str(tmp_path / "a.h5")])
     err = capsys.readouterr().err
     assert rc == 2 and "no calibrator named 'tss'" in err and "ts-grid" in err
+
+
+def test_calibrator_options_reach_the_fit(tmp_path, demo_file):
+    out = tmp_path / "opt"
+    assert main(["report", str(demo_file), "--run", "resnet110-brier/cifar10", "--calibrators", "none,hb,ms",
+                 "--option", "hb.bins=5", "--option", "ms.penalty=l2", "--option", "ms.lam=0.5", "--n-boot", "0",
+                 "--no-diagram", "--out", str(out), "--quiet"]) == 0
+    fitted = {e["calibrator"]: e for e in json.loads((out / "calibrators.json").read_text())}
+    assert fitted["hb"]["params"]["bins"] == 5
+    assert fitted["ms"]["params"]["penalty"] == "l2" and fitted["ms"]["params"]["lam"] == 0.5
+
+
+@pytest.mark.parametrize("option, fragment", [("hb.binz=5", "unexpected keyword argument 'binz'"),
+                                              ("ms.lam=1", "not among --calibrators"),
+                                              ("hb-bins", "CALIBRATOR.KEY=VALUE")])
+def test_bad_calibrator_options_are_user_errors(tmp_path, demo_file, capsys, option, fragment):
+    assert main(["metrics", str(demo_file), "--calibrators", "none,hb", "--option", option, "--json"]) == 2
+    assert fragment in capsys.readouterr().err

@@ -231,3 +231,17 @@ def test_cancel_puts_the_pickers_back_to_what_is_shown(qtbot, window, tmp_path, 
     assert window.session.run == shown.run and window.session.eval_split == shown.request.eval_split
     assert window.browser.eval_combo.currentText() == shown.request.eval_split
     assert window.browser.tree.currentItem().data(0, QtCore.Qt.UserRole + 1) == shown.run.name
+
+
+def test_calibrator_options_from_the_panel(qtbot, window, demo_file):
+    window.open_files([demo_file])
+    _wait_idle(qtbot, window)
+    for name, box in window.panel.boxes.items():
+        box.setChecked(name in ("ts", "hb"))
+    window.panel.option_widgets["hb"]["bins"].setValue(7)
+    gen = window.session.generation
+    window.panel.fit()
+    qtbot.waitUntil(lambda: window.session.generation > gen and not window.session.busy, timeout=WAIT_MS)
+    hb = window.session.evaluation.result("hb")
+    assert hb.fitted.params["bins"] == 7
+    assert window.session.evaluation.request.options_for("hb") == {"bins": 7}
