@@ -44,8 +44,13 @@ def atomic_write(path: str | os.PathLike, data: str | bytes) -> None:
     except OSError as e:
         raise CalibviewError(f"Cannot write {path}: {e.strerror or e}.") from None
     try:
-        # mkstemp creates the file 0600; give it the permissions a plain open() would (0666 minus the umask).
-        os.chmod(tmp, 0o666 & ~_UMASK)
+        # mkstemp creates the file 0600: keep the mode of the file being replaced, or give a new one the
+        # permissions a plain open() would (0666 minus the umask).
+        try:
+            mode = os.stat(path).st_mode & 0o777
+        except OSError:
+            mode = 0o666 & ~_UMASK
+        os.chmod(tmp, mode)
         with os.fdopen(fd, "wb") as f:
             f.write(data.encode("utf-8") if isinstance(data, str) else data)
             f.flush()

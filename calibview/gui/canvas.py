@@ -11,7 +11,6 @@ import html
 import importlib
 import os
 import sys
-import tempfile
 from contextlib import contextmanager
 from functools import lru_cache
 from typing import Iterable, Optional, Sequence
@@ -21,6 +20,7 @@ import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from ..core import smoothing
+from ..core.report import atomic_write
 from .theme import THEMES, Theme, calibrator_color, qcolor, themed_color
 
 __all__ = ["CalibrationCanvas", "render_diagram_png"]
@@ -407,7 +407,7 @@ class CalibrationCanvas(QtWidgets.QWidget):
         buf.open(QtCore.QIODevice.OpenModeFlag.WriteOnly)
         if not img.save(buf, "PNG"):
             raise OSError(f"could not encode the diagram as PNG for {os.fspath(path)}")
-        _atomic_write(path, bytes(buf.data()))
+        atomic_write(path, bytes(buf.data()))
 
     def export_svg(self, path) -> None:
         from pyqtgraph.exporters import SVGExporter
@@ -418,7 +418,7 @@ class CalibrationCanvas(QtWidgets.QWidget):
                 data = SVGExporter(self._view.scene()).export(toBytes=True)
         finally:
             self._set_smooth(False)
-        _atomic_write(path, data)
+        atomic_write(path, data)
 
     # ------------------------------------------------------------------------------------------------ internals
     def _get(self, name: str) -> _Series:
@@ -550,33 +550,6 @@ def _svg_close_path_fix():
         yield
     finally:
         module.correctCoordinates = original
-
-
-def _atomic_write(path, data: bytes) -> None:
-    """Write bytes to a temporary file next to ``path`` and rename it over ``path``: a reader never sees a half
-    written file, and a failed export leaves the old one in place."""
-    path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    try:
-        mode = os.stat(path).st_mode & 0o777
-    except FileNotFoundError:
-        umask = os.umask(0)
-        os.umask(umask)
-        mode = 0o666 & ~umask
-    fd, tmp = tempfile.mkstemp(prefix=".calibview-", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, mode)             # mkstemp makes 0600; give the export the mode a plain open() would
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 def render_diagram_png(results, path, *, bandwidth: float = 0.05, kernel: str = "gaussian",
