@@ -146,6 +146,11 @@ class MainWindow(QtWidgets.QMainWindow):
         self.session = Session(self)
         self._restore_session_settings()
         self.canvas = CalibrationCanvas()
+        self.stale = False
+        self.stale_label = QtWidgets.QLabel(self.canvas)
+        self.stale_label.setStyleSheet("QLabel { background: rgba(40, 40, 40, 200); color: white; "
+                                       "padding: 6px 12px; border-radius: 4px; }")
+        self.stale_label.hide()
         self.bandwidth_bar = BandwidthBar(self.session)
         central = QtWidgets.QWidget()
         col = QtWidgets.QVBoxLayout(central)
@@ -379,6 +384,27 @@ class MainWindow(QtWidgets.QMainWindow):
         self.progress.setVisible(busy)
         if busy:
             self.progress.setValue(0)
+        self._set_stale(busy and self._shows_other_selection())
+
+    def _shows_other_selection(self) -> bool:
+        """Whether the diagram and table show another run or split than the one being computed."""
+        ev, s = self.session.evaluation, self.session
+        return ev is not None and (ev.run != s.run or ev.request.eval_split != s.eval_split
+                                   or ev.request.fit_split != s.fit_split)
+
+    def _set_stale(self, stale: bool) -> None:
+        """While the diagram and table still show the previous selection: grey the table out and say so over
+        the diagram. (A QGraphicsOpacityEffect over the plot renders garbage on some platforms.)"""
+        self.table.setEnabled(not stale)
+        if stale:
+            run = self.session.run
+            self.stale_label.setText(f"Computing {run.name} ({self.session.eval_split})… "
+                                     "the diagram still shows the previous selection")
+            self.stale_label.adjustSize()
+            self.stale_label.move(max(0, (self.canvas.width() - self.stale_label.width()) // 2), 40)
+            self.stale_label.raise_()
+        self.stale_label.setVisible(stale)
+        self.stale = stale
 
     def _on_session_error_occurred(self, title: str, message: str) -> None:
         """A window-modal, non-blocking dialog naming the problem (the event loop keeps running)."""

@@ -225,12 +225,15 @@ def test_cancel_puts_the_pickers_back_to_what_is_shown(qtbot, window, tmp_path, 
     shown = window.session.evaluation
     window.open_files([path])                   # a long evaluation of another file ...
     qtbot.waitUntil(lambda: window.session.busy, timeout=5000)
+    assert window.stale and not window.table.isEnabled()     # the old results are marked as such
+    assert window.stale_label.isVisible() and "big/data" in window.stale_label.text()
     window.session.cancel()                     # ... cancelled: the demo run is still what is drawn
     qtbot.waitUntil(lambda: not window.session.busy, timeout=WAIT_MS)
     assert window.session.evaluation is shown
     assert window.session.run == shown.run and window.session.eval_split == shown.request.eval_split
     assert window.browser.eval_combo.currentText() == shown.request.eval_split
     assert window.browser.tree.currentItem().data(0, QtCore.Qt.UserRole + 1) == shown.run.name
+    assert not window.stale and window.table.isEnabled() and not window.stale_label.isVisible()
 
 
 def test_calibrator_options_from_the_panel(qtbot, window, demo_file):
