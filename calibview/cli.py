@@ -149,7 +149,9 @@ def _requests(args) -> list:
     runs = lg.list_runs(file)
     chosen = [lg.find_run(runs, name) for name in args.run] if args.run else runs
     explicit = args.calibrators is not None
-    names = tuple(c.strip() for c in (args.calibrators or "none,ts").split(",") if c.strip())
+    names = tuple(c.strip() for c in (args.calibrators if explicit else "none,ts").split(",") if c.strip())
+    if not names:
+        raise CalibviewError("--calibrators is empty; give a comma-separated list such as none,ts.")
     options = parse_options(args.option)
     for name, opts in options:
         if name not in names:

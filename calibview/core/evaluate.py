@@ -130,7 +130,8 @@ def _check_request(req: EvalRequest) -> None:
     if not (req.bandwidth > 0 and np.isfinite(req.bandwidth)):
         raise CalibviewError(f"The bandwidth must be a positive number, not {req.bandwidth!r}.")
     if not 0 < req.level < 1:
-        raise CalibviewError(f"The interval level must lie in (0, 1), not {req.level!r}.")
+        hint = f" (for {req.level:g} %, give {req.level / 100:g})" if 1 < req.level < 100 else ""
+        raise CalibviewError(f"The interval level must lie in (0, 1), not {req.level!r}{hint}.")
     if req.n_boot < 0:
         raise CalibviewError("The number of bootstrap resamples must be 0 or more.")
     if not req.calibrators:

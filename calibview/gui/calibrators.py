@@ -98,6 +98,10 @@ class CalibratorPanel(QtWidgets.QWidget):
 
     def _on_session_selection_changed(self) -> None:
         run = self.session.run
+        can_fit = run is not None and self.session.fit_split is not None
+        self.fit_button.setEnabled(can_fit)
+        self.fit_button.setToolTip("Fit the ticked calibrators and evaluate them (Ctrl+R)" if can_fit else
+                                   "Nothing to fit on: pick a fit split (this run may have a single split)")
         for name, box in self.boxes.items():
             m = calib.get(name)
             ok = run is not None and (not m.binary_only or run.k == 2) and self.session.fit_split is not None
@@ -145,6 +149,7 @@ class CalibratorPanel(QtWidgets.QWidget):
 
     def _on_session_busy_changed(self, busy: bool) -> None:
         self.fit_button.setText("Fitting…" if busy else "Fit && evaluate")
+        # still enabled while busy: a new fit supersedes the running evaluation
 
 
 def _option_widgets(name: str) -> dict[str, QtWidgets.QWidget]:

@@ -248,3 +248,10 @@ def test_calibrator_options_reach_the_fit(tmp_path, demo_file):
 def test_bad_calibrator_options_are_user_errors(tmp_path, demo_file, capsys, option, fragment):
     assert main(["metrics", str(demo_file), "--calibrators", "none,hb", "--option", option, "--json"]) == 2
     assert fragment in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args, fragment", [(["--calibrators", ""], "--calibrators is empty"),
+                                            (["--level", "95"], "give 0.95")])
+def test_option_mistakes_get_a_hint(demo_file, capsys, args, fragment):
+    assert main(["metrics", str(demo_file), *args, "--json"]) == 2
+    assert fragment in capsys.readouterr().err
