@@ -54,11 +54,12 @@ def bench_smece():
         assert sigma == ref_sigma
         print(f"{label:<34}{n:>8}{t_ref * 1e3:>12.2f}{t_ours * 1e3:>10.2f}{t_ref / t_ours:>8.1f}"
               f"{abs(ours - ref):>11.1e}{sigma:>10.5f}")
-    path = Path("/work/shared/data/mukhoti_brier_cifar10_resnet110.npz")
-    if path.exists():
-        d = np.load(path)
-        p = torch.softmax(torch.from_numpy(d["logits_test"].astype(np.float64)), 1).numpy()
-        conf, correct = p.max(1), (p.argmax(1) == d["labels_test"]).astype(np.float64)
+    demo = Path(__file__).resolve().parents[1] / "resources" / "demo.h5"
+    if demo.exists():
+        from calibview.core.logits import read_split
+        d = read_split(demo, "resnet110-brier/cifar10", "test")
+        p = torch.softmax(torch.from_numpy(d.scores.astype(np.float64)), 1).numpy()
+        conf, correct = p.max(1), (p.argmax(1) == d.labels).astype(np.float64)
         t_ref, (ref, _) = median_time(lambda: relplot.smECE(conf, correct, return_width=True))
         t_ours, (ours, sigma) = median_time(lambda: smece(conf, correct))
         print(f"{'CIFAR-10 ResNet-110 (Brier) test':<34}{conf.size:>8}{t_ref * 1e3:>12.2f}{t_ours * 1e3:>10.2f}"
