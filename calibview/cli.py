@@ -56,7 +56,9 @@ class ProgressBar:
 
 
 def _add_eval_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("file", nargs="?", help="HDF5 logits file (default: the bundled demo)")
+    p.add_argument("file", nargs="?", help="HDF5 logits file, or a quoted glob of shards (default: the demo)")
+    p.add_argument("--shards", metavar="GLOB", default=None,
+                   help="several HDF5 files that together form the runs, e.g. 'logits-*.h5' (quoted)")
     p.add_argument("--run", action="append", metavar="MODEL/DATASET",
                    help="run to evaluate (repeatable; default: every run in the file)")
     p.add_argument("--fit-split", default=None, help="split the calibrators are fitted on (default: val)")
@@ -145,8 +147,12 @@ def _requests(args) -> list:
     from .core import logits as lg
     from .core.evaluate import EvalRequest
 
-    file = args.file or str(demo_path())
-    runs = lg.list_runs(file)
+    from .core import shards
+
+    if args.shards and args.file:
+        raise CalibviewError("Give either FILE or --shards, not both.")
+    file = args.shards or args.file or str(demo_path())
+    runs = (shards if shards.is_pattern(file) else lg).list_runs(file)
     chosen = [lg.find_run(runs, name) for name in args.run] if args.run else runs
     explicit = args.calibrators is not None
     names = tuple(c.strip() for c in (args.calibrators if explicit else "none,ts").split(",") if c.strip())

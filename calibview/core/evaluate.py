@@ -19,6 +19,7 @@ import torch
 
 from . import calibrators as calib
 from . import logits as lg
+from . import shards
 from . import smoothing
 from .bootstrap import ClasswiseFeatures, Interval, MetricBootstrap, Resampler, run_bootstrap
 from .errors import CalibviewError, check_cancel
@@ -154,17 +155,18 @@ def evaluate(req: EvalRequest, *, progress=None, cancel: Optional[threading.Even
             return None
         return lambda f, msg: progress(lo + (hi - lo) * f, msg)
 
-    run = lg.find_run(req.file, req.run)
+    source = shards if shards.is_pattern(req.file) else lg      # several files as one run, or one file
+    run = lg.find_run(source.list_runs(req.file), req.run)
     needs_fit = any(c != "none" for c in req.calibrators)
     run.split(req.eval_split)
     if needs_fit:
         run.split(req.fit_split)
-    ev = lg.read_split(req.file, run, req.eval_split, chunk_rows=req.chunk_rows, progress=prog(0.0, 0.1),
+    ev = source.read_split(req.file, run, req.eval_split, chunk_rows=req.chunk_rows, progress=prog(0.0, 0.1),
                        cancel=cancel)
     fit_data = None
     if needs_fit:
         fit_data = (ev if req.fit_split == req.eval_split else
-                    lg.read_split(req.file, run, req.fit_split, chunk_rows=req.chunk_rows,
+                    source.read_split(req.file, run, req.fit_split, chunk_rows=req.chunk_rows,
                                   progress=prog(0.1, 0.15), cancel=cancel))
     timings["read"] = time.perf_counter() - t0
     n, k = ev.scores.shape
