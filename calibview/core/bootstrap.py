@@ -38,6 +38,10 @@ class Interval:
     hi: float
 
 
+#: resample counts per block (R_b x N); 4M float32 counts are 16 MB per derived operand
+BLOCK_ENTRIES = 1 << 22
+
+
 class Resampler:
     """Deterministic multinomial resample counts, generated in blocks of rows so memory stays O(block x N)."""
 
@@ -47,8 +51,9 @@ class Resampler:
             raise ValueError("the number of bootstrap resamples must be >= 0")
         self.n, self.n_boot, self.seed = int(n), int(n_boot), int(seed)
         self.device = torch.device(device)
-        # About 16M counts per block: 64 MB of float32, big enough for efficient matrix products.
-        self.block = block or max(1, min(self.n_boot, (1 << 24) // max(self.n, 1)))
+        # BLOCK_ENTRIES counts per block: big enough for efficient matrix products, small enough that a block
+        # and its derived operands (fluctuation, bfloat16 copy, panels) stay well below the logits' size.
+        self.block = block or max(1, min(self.n_boot, BLOCK_ENTRIES // max(self.n, 1)))
 
     def __len__(self) -> int:
         return (self.n_boot + self.block - 1) // self.block if self.n_boot else 0

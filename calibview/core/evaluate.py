@@ -184,10 +184,12 @@ def evaluate(req: EvalRequest, *, progress=None, cancel: Optional[threading.Even
         partial: list[tuple] = []
         boots: list[MetricBootstrap] = []
         n_cal = len(req.calibrators)
+        # Fit everything first, so the fit split can leave memory before the evaluation split is scored.
+        fitted_all = []
         for i, name in enumerate(req.calibrators):
             check_cancel(cancel)
             t1 = time.perf_counter()
-            span = (0.15 + 0.45 * i / n_cal, 0.15 + 0.45 * (i + 1) / n_cal)
+            span = (0.15 + 0.2 * i / n_cal, 0.15 + 0.2 * (i + 1) / n_cal)
             if name == "none":
                 fitted = calib.fit("none", ev_scores[:1], ev_labels[:1])
             else:
@@ -195,7 +197,11 @@ def evaluate(req: EvalRequest, *, progress=None, cancel: Optional[threading.Even
                                    progress=prog(span[0], span[1]), cancel=cancel,
                                    fit_info={"file": str(req.file), "run": run.name, "split": req.fit_split,
                                              "n": int(fit_scores.shape[0])})
+            fitted_all.append(fitted)
             timings[f"fit:{name}"] = time.perf_counter() - t1
+        n_fit = 0 if fit_data is None else int(fit_data.scores.shape[0])
+        fit_scores = fit_labels = fit_data = None         # noqa: F841  (frees the fit split)
+        for i, (name, fitted) in enumerate(zip(req.calibrators, fitted_all)):
             check_cancel(cancel)
             t1 = time.perf_counter()
             classwise = ClasswiseFeatures(n, k, n_bins, device) if req.n_boot else None
@@ -208,7 +214,7 @@ def evaluate(req: EvalRequest, *, progress=None, cancel: Optional[threading.Even
             partial.append((name, fitted, stats, point))
             timings[f"metrics:{name}"] = time.perf_counter() - t1
             if progress is not None:
-                progress(span[1], f"evaluated {fitted.label}")
+                progress(0.35 + 0.25 * (i + 1) / n_cal, f"evaluated {fitted.label}")
 
         t1 = time.perf_counter()
         if req.n_boot:
@@ -223,7 +229,7 @@ def evaluate(req: EvalRequest, *, progress=None, cancel: Optional[threading.Even
                                  float((stats.pred != base_pred).mean())))
     if progress is not None:
         progress(1.0, "done")
-    return Evaluation(request=req, run=run, n_eval=n, n_fit=0 if fit_data is None else fit_data.scores.shape[0],
+    return Evaluation(request=req, run=run, n_eval=n, n_fit=n_fit,
                       k=k, n_bins=n_bins, device=str(device), results=tuple(results),
                       elapsed_s=time.perf_counter() - t0, timings=MappingProxyType(timings))
 
