@@ -38,8 +38,8 @@ class Interval:
     hi: float
 
 
-#: resample counts per block (R_b x N); 4M float32 counts are 16 MB per derived operand
-BLOCK_ENTRIES = 1 << 22
+#: resample counts per block (R_b x N): 8M float32 counts are 32 MB per derived operand (4M cost ~5 % more time)
+BLOCK_ENTRIES = 1 << 23
 
 
 class Resampler:
