@@ -145,7 +145,7 @@ def _option_value(text: str):
 def _requests(args) -> list:
     from .core import calibrators as calib
     from .core import logits as lg
-    from .core.evaluate import EvalRequest
+    from .core.evaluate import EvalRequest, default_splits
 
     from .core import shards
 
@@ -167,12 +167,8 @@ def _requests(args) -> list:
         calib.get(name)
     requests = []
     for run in chosen:
-        split_names = [s.name for s in run.splits]
-        eval_split = args.eval_split or ("test" if "test" in split_names else split_names[-1])
-        fit_split = args.fit_split
-        if fit_split is None:
-            others = [s for s in split_names if s != eval_split]
-            fit_split = "val" if "val" in others else (others[0] if others else None)
+        default_fit, eval_split = default_splits(run, args.eval_split)
+        fit_split = args.fit_split or default_fit
         run_names = names
         binary = [c for c in names if calib.get(c).binary_only]
         if binary and run.k != 2:
@@ -326,6 +322,7 @@ def _cmd_apply(args) -> int:
     import torch
 
     from .core import logits as lg
+    from .core.evaluate import scores_tensor
 
     run = lg.find_run(args.file, args.run)
     fitted = _load_calibrator(args.calibrator, run.name, args.use)
@@ -333,9 +330,7 @@ def _cmd_apply(args) -> int:
     if data.scores.shape[1] != fitted.k:
         raise CalibviewError(f"The calibrator in {args.calibrator} was fitted on K = {fitted.k} classes but "
                              f"{run.name}/{args.split} in {args.file} has K = {data.scores.shape[1]}.")
-    scores = torch.from_numpy(np.array(data.scores))
-    if data.kind == "probs":
-        scores = torch.log(scores.double())
+    scores = scores_tensor(data)          # no copy of logits; probabilities become log-probabilities
     probs = np.empty(scores.shape, dtype=np.float64)
     with torch.inference_mode():
         for start in range(0, scores.shape[0], 4096):

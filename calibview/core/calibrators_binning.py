@@ -398,25 +398,46 @@ def _binary_log_probs(eta: torch.Tensor) -> torch.Tensor:
     return torch.stack([F.logsigmoid(-eta), F.logsigmoid(eta)], dim=1)
 
 
-class Platt(Method):
-    name, label, keeps_argmax, binary_only = "platt", "Platt scaling", False, True
+class _BinaryLogistic(Method):
+    """A logistic map on features of the binary scores, fitted by converged NLL (Newton); subclasses give the
+    features, whether their coefficients must be >= 0, and the parameter names."""
+
+    binary_only, keeps_argmax = True, False
+    coef_names: tuple[str, ...] = ()
+    nonneg = False
 
     def __init__(self, smooth_targets: bool = False):
         self.smooth_targets = smooth_targets
+
+    def features(self, scores: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
 
     def fit(self, scores, labels, *, progress=None, cancel=None, smooth_targets: Optional[bool] = None):
         smooth = self.smooth_targets if smooth_targets is None else bool(smooth_targets)
         warnings = _fit_checks(scores, labels, self.label)
         y = labels.cpu().numpy().astype(np.int64)
-        s = _log_odds(scores).cpu().numpy()
-        coef, c, smoothed, w = _fit_binary(s[:, None], y, s, smooth=smooth, nonneg=False, label=self.label,
+        x = self.features(scores).cpu().numpy()
+        coef, c, smoothed, w = _fit_binary(x, y, x[:, 0], smooth=smooth, nonneg=self.nonneg, label=self.label,
                                           cancel=cancel)
-        report(progress, 1.0, f"Platt scaling: a = {coef[0]:.6g}, c = {c:.6g}")
-        return {"a": float(coef[0]), "c": c, "smooth_targets": smoothed}, tuple(warnings + w)
+        params = {name: float(v) for name, v in zip(self.coef_names, coef)}
+        report(progress, 1.0, f"{self.label}: " + ", ".join(f"{k} = {v:.6g}" for k, v in params.items())
+               + f", c = {c:.6g}")
+        return {**params, "c": c, "smooth_targets": smoothed}, tuple(warnings + w)
 
     def apply(self, params, scores):
-        a, c = float(params["a"]), float(params["c"])
-        return _binary_log_probs(a * _log_odds(scores) + c)
+        x = self.features(scores)
+        eta = float(params["c"]) + sum(float(params[name]) * x[:, j] for j, name in enumerate(self.coef_names))
+        return _binary_log_probs(eta)
+
+
+class Platt(_BinaryLogistic):
+    """Platt scaling: sigmoid(a s + c) on the log-odds s = z_1 - z_0."""
+
+    name, label = "platt", "Platt scaling"
+    coef_names = ("a",)
+
+    def features(self, scores):
+        return _log_odds(scores)[:, None]
 
 
 def _beta_features(scores: torch.Tensor) -> torch.Tensor:
@@ -425,27 +446,15 @@ def _beta_features(scores: torch.Tensor) -> torch.Tensor:
     return torch.stack([lp[:, 1], -lp[:, 0]], dim=1)
 
 
-class Beta(Method):
-    name, label, keeps_argmax, binary_only = "beta", "Beta calibration", False, True
+class Beta(_BinaryLogistic):
+    """Beta calibration (Kull et al. 2017): sigmoid(a ln p + b (-ln(1 - p)) + c), a, b >= 0."""
 
-    def __init__(self, smooth_targets: bool = False):
-        self.smooth_targets = smooth_targets
+    name, label = "beta", "Beta calibration"
+    coef_names = ("a", "b")
+    nonneg = True
 
-    def fit(self, scores, labels, *, progress=None, cancel=None, smooth_targets: Optional[bool] = None):
-        smooth = self.smooth_targets if smooth_targets is None else bool(smooth_targets)
-        warnings = _fit_checks(scores, labels, self.label)
-        y = labels.cpu().numpy().astype(np.int64)
-        x = _beta_features(scores).cpu().numpy()
-        coef, c, smoothed, w = _fit_binary(x, y, x[:, 0], smooth=smooth, nonneg=True, label=self.label,
-                                          cancel=cancel)
-        report(progress, 1.0, f"beta calibration: a = {coef[0]:.6g}, b = {coef[1]:.6g}, c = {c:.6g}")
-        return ({"a": float(coef[0]), "b": float(coef[1]), "c": c, "smooth_targets": smoothed},
-                tuple(warnings + w))
-
-    def apply(self, params, scores):
-        x = _beta_features(scores)
-        eta = float(params["a"]) * x[:, 0] + float(params["b"]) * x[:, 1] + float(params["c"])
-        return _binary_log_probs(eta)
+    def features(self, scores):
+        return _beta_features(scores)
 
 
 # --- the MRR baseline -----------------------------------------------------------------------------------------

@@ -173,11 +173,11 @@ def evaluate(req: EvalRequest, *, progress=None, cancel: Optional[threading.Even
     n_bins = resolve_bins(req.bins, n)
 
     with torch.inference_mode():
-        ev_scores = _scores_tensor(ev, device)
+        ev_scores = scores_tensor(ev, device)
         ev_labels = torch.from_numpy(ev.labels).to(device)
         fit_scores = fit_labels = None
         if fit_data is not None:
-            fit_scores = ev_scores if fit_data is ev else _scores_tensor(fit_data, device)
+            fit_scores = ev_scores if fit_data is ev else scores_tensor(fit_data, device)
             fit_labels = torch.from_numpy(fit_data.labels).to(device)
 
         base_pred = ev_scores.argmax(dim=1).cpu().numpy()
@@ -234,7 +234,16 @@ def evaluate(req: EvalRequest, *, progress=None, cancel: Optional[threading.Even
                       elapsed_s=time.perf_counter() - t0, timings=MappingProxyType(timings))
 
 
-def _scores_tensor(data: lg.SplitData, device: torch.device) -> torch.Tensor:
+def default_splits(run: lg.RunInfo, eval_split: Optional[str] = None) -> tuple[Optional[str], str]:
+    """(fit split, evaluation split) when the user names none: evaluate on "test" (else the last split), fit on
+    "val" (else the first other split, else None: nothing to fit on)."""
+    names = [s.name for s in run.splits]
+    eval_split = eval_split or ("test" if "test" in names else names[-1])
+    others = [n for n in names if n != eval_split]
+    return ("val" if "val" in others else (others[0] if others else None)), eval_split
+
+
+def scores_tensor(data: lg.SplitData, device: torch.device | str = "cpu") -> torch.Tensor:
     """Logits as stored; probabilities become log-probabilities (log 0 = -inf), so calibrators see one kind."""
     with warnings.catch_warnings():
         # The arrays are read-only on purpose; torch warns about that, but nothing here writes to them.

@@ -35,6 +35,11 @@ def expand(pattern: str) -> list[str]:
 
 def list_runs(pattern: str) -> list[lg.RunInfo]:
     """The runs of the first shard, with each split's N summed over all shards (metadata only)."""
+    return _listing(pattern)[0]
+
+
+def _listing(pattern: str) -> tuple[list[lg.RunInfo], list[str], list[list[lg.RunInfo]]]:
+    """(merged runs, shard files, each shard's own runs), from one metadata pass over the shards."""
     files = expand(pattern)
     per_file = [lg.list_runs(f) for f in files]
     first = per_file[0]
@@ -43,12 +48,12 @@ def list_runs(pattern: str) -> list[lg.RunInfo]:
         if _layout(runs) != shape:
             raise CalibviewError(f"The shard {f} holds other runs, splits or class counts than {files[0]}; every "
                                  f"shard of {pattern} must have the same layout.")
-    out = []
+    merged = []
     for i, run in enumerate(first):
         splits = tuple(replace(s, n=sum(runs[i].splits[j].n for runs in per_file))
                        for j, s in enumerate(run.splits))
-        out.append(replace(run, file=os.fspath(pattern), splits=splits))
-    return out
+        merged.append(replace(run, file=os.fspath(pattern), splits=splits))
+    return merged, files, per_file
 
 
 def _layout(runs: list[lg.RunInfo]) -> list:
@@ -58,20 +63,19 @@ def _layout(runs: list[lg.RunInfo]) -> list:
 def read_split(pattern: str, run: Union[str, lg.RunInfo], split: str, *, chunk_rows: Optional[int] = None,
                progress: Optional[Progress] = None, cancel: Optional[threading.Event] = None) -> lg.SplitData:
     """The split of every shard, validated, concatenated in sorted file order into one read-only array."""
-    files = expand(pattern)
-    runs = list_runs(pattern)
+    runs, files, per_file = _listing(pattern)
     info_run = lg.find_run(runs, run.name if isinstance(run, lg.RunInfo) else run)
     info = info_run.split(split)
-    scores = labels = None
+    # read_split widens float16 to float32; the concatenation keeps float64 if any shard stores it
+    stored = [np.dtype(lg.find_run(r, info_run.name).split(split).dtype) for r in per_file]
+    dtype = np.float64 if any(d == np.float64 for d in stored) else np.float32
+    scores = np.empty((info.n, info.k), dtype=dtype)      # the whole split plus one shard in memory at most
+    labels = np.empty(info.n, np.int64)
     at = 0
     for i, f in enumerate(files):
         check_cancel(cancel)
         sub = None if progress is None else (lambda fr, m, i=i: progress((i + fr) / len(files), m))
         part = lg.read_split(f, info_run.name, split, chunk_rows=chunk_rows, progress=sub, cancel=cancel)
-        if scores is None:       # allocated once: the whole split plus one shard in memory at most
-            dtype = np.result_type(*(_stored_dtype(f, info_run.name, split) for f in files))
-            scores = np.empty((info.n, info.k), dtype=dtype)
-            labels = np.empty(info.n, np.int64)
         rows = part.labels.shape[0]
         scores[at:at + rows] = part.scores
         labels[at:at + rows] = part.labels
@@ -81,9 +85,3 @@ def read_split(pattern: str, run: Union[str, lg.RunInfo], split: str, *, chunk_r
     scores.flags.writeable = False
     labels.flags.writeable = False
     return lg.SplitData(scores=scores, labels=labels, kind=info.kind, info=info, run=info_run)
-
-
-def _stored_dtype(file: str, run: str, split: str) -> np.dtype:
-    """The dtype read_split returns for that shard (float16 is widened to float32)."""
-    info = lg.find_run(lg.list_runs(file), run).split(split)
-    return np.dtype(np.float64) if np.dtype(info.dtype) == np.float64 else np.dtype(np.float32)

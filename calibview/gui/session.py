@@ -11,7 +11,7 @@ from PySide6 import QtCore
 from calibview.core import calibrators as calib
 from calibview.core import logits as lg
 from calibview.core.errors import CalibviewError
-from calibview.core.evaluate import EvalRequest, Evaluation
+from calibview.core.evaluate import EvalRequest, Evaluation, default_splits
 from calibview.gui.worker import EvaluationWorker
 
 DEFAULT_CALIBRATORS = ("none", "ts")
@@ -96,10 +96,7 @@ class Session(QtCore.QObject):
     def select_run(self, path: str, run_name: str, *, evaluate: bool = True) -> None:
         run = lg.find_run(self.files[path], run_name)
         self.run = run
-        names = [s.name for s in run.splits]
-        self.eval_split = "test" if "test" in names else names[-1]
-        others = [n for n in names if n != self.eval_split]
-        self.fit_split = "val" if "val" in others else (others[0] if others else None)
+        self.fit_split, self.eval_split = default_splits(run)
         self.selection_changed.emit()
         if evaluate:
             self.evaluate()
