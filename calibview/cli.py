@@ -75,6 +75,8 @@ def _add_eval_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     p.add_argument("--level", type=float, default=0.95, help="interval level (default 0.95)")
     p.add_argument("--device", default="auto", help="cpu, cuda or auto (default: auto)")
+    p.add_argument("--max-memory", default="2G", metavar="SIZE",
+                   help="a split larger than this in memory is streamed from disk in chunks (default 2G)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
@@ -146,6 +148,7 @@ def _requests(args) -> list:
     from .core import calibrators as calib
     from .core import logits as lg
     from .core.evaluate import EvalRequest, default_splits
+    from .core.stream import parse_size
 
     from .core import shards
 
@@ -185,7 +188,8 @@ def _requests(args) -> list:
         requests.append(EvalRequest(file=str(file), run=run.name, eval_split=eval_split, fit_split=fit_split,
                                     calibrators=run_names, bins=args.bins, n_boot=args.n_boot, seed=args.seed,
                                     level=args.level, bandwidth=args.bandwidth, kernel=args.kernel,
-                                    device=args.device, options=options))
+                                    device=args.device, options=options,
+                                    max_memory=parse_size(args.max_memory)))
     return requests
 
 

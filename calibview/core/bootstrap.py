@@ -15,6 +15,14 @@ Conventions (documented in the README):
 - equal-mass bins (ACE, debiased ECE) keep the evaluation split's quantile groups in every resample, rather than
   re-sorting each resample; the groups stay nearly equal-mass;
 - SmoothECE and CAL/TOT per resample come from :mod:`calibview.core.smoothing`.
+
+Large splits (N > ``UNIT_LIMIT``) are resampled in *units*: a seeded random assignment splits the samples into G
+groups of nearly equal size (G between 4,096 and 65,536, fewer for many classes), and a resample draws G groups
+with replacement. Every per-sample feature is summed per group once, so a resample costs O(G) instead of O(N) and
+memory stays O(G K) instead of O(N K), which is what lets a split larger than memory get intervals at all. The
+groups are random, not contiguous rows, so file order does not matter; for a sum the group bootstrap has the
+variance of the sample bootstrap, and metrics are normalised by each resample's own size (sum of its groups'
+sizes). tests/core/test_streaming.py checks the intervals against the sample bootstrap.
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ import torch
 
 from . import smoothing
 from .errors import check_cancel
+from .stream import trim_heap
 from .metrics import (SampleStats, debiased_from_sums, ece_from_sums, equal_mass_order, equal_width_bin)
 
 
@@ -38,43 +47,75 @@ class Interval:
     hi: float
 
 
-#: resample counts per block (R_b x N): 8M float32 counts are 32 MB per derived operand (4M cost ~5 % more time)
+#: resample counts per block (R_b x units): 8M float32 counts are 32 MB per derived operand (4M cost ~5 % more time)
 BLOCK_ENTRIES = 1 << 23
+#: and R_b x N sample-level fluctuation panels (for the smoothing estimators) at most this many floats (128 MB)
+PANEL_ENTRIES = 1 << 25
+#: splits with more samples than this are resampled in random groups of samples (see the module docstring)
+UNIT_LIMIT = 1 << 17
+#: groups x K class-wise entries at most (64 MB of float32), within [MIN_UNITS, MAX_UNITS] groups
+UNIT_ENTRIES = 1 << 24
+MIN_UNITS, MAX_UNITS = 4096, 1 << 16
+
+
+def bootstrap_units(n: int, k: int, seed: int = 0) -> Optional[torch.Tensor]:
+    """None (resample samples) for N <= UNIT_LIMIT, else the (N,) int64 group of each sample: a seeded random
+    assignment to G groups whose sizes differ by at most one."""
+    if n <= UNIT_LIMIT:
+        return None
+    g = int(min(MAX_UNITS, max(MIN_UNITS, UNIT_ENTRIES // max(k, 1))))
+    gen = torch.Generator(device="cpu").manual_seed(seed * 1_000_003 + 7919)
+    units = torch.empty(n, dtype=torch.int64)
+    units[torch.randperm(n, generator=gen)] = torch.arange(n, dtype=torch.int64) % g
+    return units
 
 
 class Resampler:
-    """Deterministic multinomial resample counts, generated in blocks of rows so memory stays O(block x N)."""
+    """Deterministic multinomial resample counts, generated in blocks of rows so memory stays O(block x N).
+
+    ``units`` (from :func:`bootstrap_units`): resample those groups instead of the N samples."""
 
     def __init__(self, n: int, n_boot: int = 1000, seed: int = 0, *, device: torch.device | str = "cpu",
-                 block: Optional[int] = None) -> None:
+                 block: Optional[int] = None, units: Optional[torch.Tensor] = None) -> None:
         if n_boot < 0:
             raise ValueError("the number of bootstrap resamples must be >= 0")
         self.n, self.n_boot, self.seed = int(n), int(n_boot), int(seed)
         self.device = torch.device(device)
+        self.units = units
+        self.n_units = self.n if units is None else int(units.max()) + 1
+        self.sizes = None if units is None else torch.bincount(units, minlength=self.n_units).double()
         # BLOCK_ENTRIES counts per block: big enough for efficient matrix products, small enough that a block
         # and its derived operands (fluctuation, bfloat16 copy, panels) stay well below the logits' size.
-        self.block = block or max(1, min(self.n_boot, BLOCK_ENTRIES // max(self.n, 1)))
+        self.block = block or max(1, min(self.n_boot, BLOCK_ENTRIES // max(self.n_units, 1),
+                                         PANEL_ENTRIES // max(self.n, 1)))
 
     def __len__(self) -> int:
         return (self.n_boot + self.block - 1) // self.block if self.n_boot else 0
 
     def blocks(self) -> Iterator["ResampleBlock"]:
         """Yield blocks of resamples; the same seed gives the same resamples on every device."""
+        m = self.n_units
         for i, start in enumerate(range(0, self.n_boot, self.block)):
             rows = min(self.block, self.n_boot - start)
             gen = torch.Generator(device="cpu").manual_seed(self.seed * 1_000_003 + i)
-            idx = torch.randint(0, self.n, (rows, self.n), generator=gen, dtype=torch.int64)
-            counts = torch.zeros((rows, self.n), dtype=torch.float32)
-            counts.scatter_add_(1, idx, torch.ones((1, 1), dtype=torch.float32).expand(rows, self.n))
+            idx = torch.randint(0, m, (rows, m), generator=gen, dtype=torch.int64)
+            counts = torch.zeros((rows, m), dtype=torch.float32)
+            counts.scatter_add_(1, idx, torch.ones((1, 1), dtype=torch.float32).expand(rows, m))
             del idx
-            yield ResampleBlock(counts.to(self.device))
+            totals = (np.full(rows, float(self.n)) if self.sizes is None else
+                      (counts.double() @ self.sizes).numpy())
+            yield ResampleBlock(counts.to(self.device), self.units, totals)
 
 
 class ResampleBlock:
     """One block of resamples, with the derived operands every consumer needs computed once per block."""
 
-    def __init__(self, counts: torch.Tensor) -> None:
-        self.counts = counts                    # (R_b, N) float32 draw counts, rows sum to N
+    def __init__(self, counts: torch.Tensor, units: Optional[torch.Tensor] = None,
+                 totals: Optional[np.ndarray] = None) -> None:
+        self.counts = counts                    # (R_b, units) float32 draw counts, rows sum to the number of units
+        self.units = units                      # (N,) group of each sample, or None: the units are the samples
+        # (R_b,) float64 samples in each resample (N when the units are the samples)
+        self.totals = np.full(counts.shape[0], float(counts.shape[1])) if totals is None else totals
         self._cache: dict[str, torch.Tensor] = {}
 
     def __len__(self) -> int:
@@ -82,25 +123,35 @@ class ResampleBlock:
 
     @property
     def fluct(self) -> torch.Tensor:
-        """(R_b, N) float32 counts - 1."""
+        """(R_b, units) float32 counts - 1."""
         if "fluct" not in self._cache:
             self._cache["fluct"] = self.counts - 1.0
         return self._cache["fluct"]
 
     @property
     def fluct_t(self) -> torch.Tensor:
-        """(N, R_b) contiguous: sparse @ dense is several times faster with a contiguous dense operand."""
+        """(units, R_b) contiguous: sparse @ dense is several times faster with a contiguous dense operand."""
         if "fluct_t" not in self._cache:
             self._cache["fluct_t"] = self.fluct.T.contiguous()
         return self._cache["fluct_t"]
 
-    def panels(self, width: int = 32) -> list[torch.Tensor]:
-        """The fluctuation as (N, width) contiguous float32 CPU panels, the layout sparse @ dense is fastest
+    def unit_panels(self, width: int = 32) -> list[torch.Tensor]:
+        """The fluctuation as (units, width) contiguous float32 CPU panels, the layout sparse @ dense is fastest
         with (see calibview.core.smoothing); built once per block, shared by every calibrator."""
-        key = f"panels{width}"
+        key = f"unit_panels{width}"
         if key not in self._cache:
             f = self.fluct.cpu()
             self._cache[key] = [f[p:p + width].T.contiguous() for p in range(0, f.shape[0], width)]
+        return self._cache[key]
+
+    def panels(self, width: int = 32) -> list[torch.Tensor]:
+        """Like :meth:`unit_panels`, per sample: (N, width) panels, each sample carrying its group's count."""
+        if self.units is None:
+            return self.unit_panels(width)
+        key = f"panels{width}"
+        if key not in self._cache:
+            f = self.fluct.cpu()
+            self._cache[key] = [f[p:p + width].T[self.units].contiguous() for p in range(0, f.shape[0], width)]
         return self._cache[key]
 
     def fluct_as(self, dtype: torch.dtype) -> torch.Tensor:
@@ -108,6 +159,10 @@ class ResampleBlock:
         if key not in self._cache:
             self._cache[key] = self.fluct.to(dtype)
         return self._cache[key]
+
+
+def group_count(groups: np.ndarray) -> int:
+    return int(groups.max()) + 1 if groups.size else 0
 
 
 def _onehot_features(index: np.ndarray, n_cols: int, columns: list[np.ndarray]) -> np.ndarray:
@@ -123,48 +178,74 @@ def _onehot_features(index: np.ndarray, n_cols: int, columns: list[np.ndarray]) 
 class ClasswiseFeatures:
     """Per-chunk consumer that builds the class-wise ECE bootstrap features of one calibrator.
 
-    A dense (N, K) matrix of ``p - y`` for the entries in the first bin (most of them), and a sparse matrix
-    for the few entries in higher bins (fewer than B per row). Pass :meth:`add` as ``sample_stats``' on_chunk.
+    A dense (units, K) matrix of ``p - y`` for the entries in the first bin (most of them), and a sparse matrix
+    for the few entries in higher bins (fewer than B per row). Pass :meth:`add` as ``StatsAccumulator.add``'s
+    on_chunk. With ``units`` (see :func:`bootstrap_units`) the rows are summed per group as they arrive.
     """
 
-    def __init__(self, n: int, k: int, n_bins: int, device: torch.device) -> None:
+    def __init__(self, n: int, k: int, n_bins: int, device: torch.device,
+                 units: Optional[torch.Tensor] = None) -> None:
         self.n, self.k, self.b, self.device = n, k, n_bins, device
+        self.units = None if units is None else units.to(device)
+        self.rows = n if units is None else int(units.max()) + 1
         # Wide products dominate the cost when N*K is large: bfloat16 halves it and only rounds the fluctuation.
-        self.dtype = torch.bfloat16 if n * k >= 4_000_000 else torch.float32
-        self.dense = torch.empty((n, k), dtype=self.dtype, device=device)
+        self.dtype = torch.bfloat16 if self.rows * k >= 4_000_000 else torch.float32
+        # group sums accumulate in float32 and are rounded once, at the end
+        self._dense = torch.empty((n, k), dtype=self.dtype, device=device) if units is None else \
+            torch.zeros((self.rows, k), dtype=torch.float32, device=device)
         self.edges = torch.from_numpy(np.linspace(0.0, 1.0, n_bins + 1)).to(device)
         self._rows, self._cols, self._vals = [], [], []
 
     def add(self, start: int, log_probs: torch.Tensor, p: torch.Tensor, labels: torch.Tensor) -> None:
         """Consume one chunk: its log-probabilities and probabilities (``p`` is overwritten)."""
-        rows, cols = (p > self.edges[1]).nonzero(as_tuple=True)       # the same test as sample_stats
+        rows, cols = (p > self.edges[1]).nonzero(as_tuple=True)       # the same test as StatsAccumulator
         if rows.numel():
             bins = (torch.searchsorted(self.edges, p[rows, cols], side="left") - 1).clamp_(1, self.b - 1)
         p[torch.arange(p.shape[0], device=p.device), labels] -= 1.0          # p - y
         if rows.numel():
-            self._rows.append(rows + start)
+            unit = rows + start if self.units is None else self.units[rows + start]
+            self._rows.append(unit)
             self._cols.append(cols * self.b + bins)
             self._vals.append(p[rows, cols].to(torch.float32))
             p[rows, cols] = 0.0
-        self.dense[start:start + p.shape[0]] = p.to(self.dtype)
+        if self.units is None:
+            self._dense[start:start + p.shape[0]] = p.to(self.dtype)
+        else:
+            self._dense.index_add_(0, self.units[start:start + p.shape[0]], p.to(torch.float32))
+
+    @property
+    def dense(self) -> torch.Tensor:
+        if self._dense.dtype != self.dtype:
+            self._dense = self._dense.to(self.dtype)
+        return self._dense
 
     def sparse_t(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """(cells, CSR (n_cells, N)) of the higher-bin entries; only the non-empty (class, bin) cells get a row,
-        ``cells`` holding their index ``class * B + bin``."""
+        """(cells, CSR (n_cells, units)) of the higher-bin entries; only the non-empty (class, bin) cells get a
+        row, ``cells`` holding their index ``class * B + bin``."""
         if self._rows:
             rows, cols, vals = torch.cat(self._rows), torch.cat(self._cols), torch.cat(self._vals)
         else:
             rows = cols = torch.zeros(0, dtype=torch.int64, device=self.device)
             vals = torch.zeros(0, dtype=torch.float32, device=self.device)
+        self._rows, self._cols, self._vals = [], [], []
         cells, local = torch.unique(cols, return_inverse=True)
-        order = torch.argsort(local * self.n + rows)
+        key = local * self.rows + rows
+        if self.units is not None:              # several samples of a group may share a cell: sum them
+            key, where = torch.unique(key, return_inverse=True)
+            vals = torch.zeros(key.numel(), dtype=torch.float32, device=self.device).index_add_(0, where, vals)
+            local, rows = key // self.rows, key % self.rows
+        order = torch.argsort(key)
         crow = torch.zeros(cells.numel() + 1, dtype=torch.int64, device=self.device)
         crow[1:] = torch.cumsum(torch.bincount(local, minlength=cells.numel()), 0)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)          # "sparse CSR support is in beta"
-            mat = torch.sparse_csr_tensor(crow, rows[order], vals[order], size=(cells.numel(), self.n),
+            mat = torch.sparse_csr_tensor(crow, rows[order], vals[order], size=(cells.numel(), self.rows),
                                           check_invariants=False)
         return cells, mat
+
+
+#: rows per step when features are summed into groups
+_FEATURE_ROWS = 1 << 16
 
 
 class MetricBootstrap:
@@ -172,12 +253,13 @@ class MetricBootstrap:
 
     stats : the calibrator's :class:`SampleStats` on the evaluation split.
     classwise : the :class:`ClasswiseFeatures` filled while ``stats`` was computed.
+    units : the groups of :func:`bootstrap_units` (the same as ``classwise``'s), or None.
     """
 
     def __init__(self, stats: SampleStats, classwise: ClasswiseFeatures, *, n_bins: int, bandwidth: float,
-                 kernel: str, device: torch.device) -> None:
+                 kernel: str, device: torch.device, units: Optional[torch.Tensor] = None) -> None:
         self.stats, self.n_bins, self.bandwidth, self.kernel = stats, n_bins, bandwidth, kernel
-        self.device = device
+        self.device, self.units = device, units
         n, b = stats.n, n_bins
         self.n = n
         nll = stats.nll
@@ -188,13 +270,31 @@ class MetricBootstrap:
         order, group = equal_mass_order(stats.conf, b)
         em = np.empty_like(group)
         em[order] = group
-        self.n_mass = int(group[-1]) + 1 if group.size else 0
-        cols = [np.stack([stats.correct, nll_finite, self.nll_inf.astype(np.float64), stats.brier, top], 1),
-                _onehot_features(ew, b, [np.ones(n), stats.conf, stats.correct]),
-                _onehot_features(em, self.n_mass, [np.ones(n), stats.conf, stats.correct])]
-        feats = np.concatenate(cols, axis=1)
-        self.base = feats.sum(axis=0)                               # exact float64 centre
+        del order, group
+        self.n_mass = int(group_count(em))
+        m = self.n_mass
+
+        def features(a: int, z: int) -> np.ndarray:
+            one = np.ones(z - a)
+            return np.concatenate([
+                np.stack([stats.correct[a:z], nll_finite[a:z], self.nll_inf[a:z].astype(np.float64),
+                          stats.brier[a:z], top[a:z]], 1),
+                _onehot_features(ew[a:z], b, [one, stats.conf[a:z], stats.correct[a:z]]),
+                _onehot_features(em[a:z], m, [one, stats.conf[a:z], stats.correct[a:z]])], axis=1)
+
+        if units is None:
+            feats = features(0, n)
+            self.base = feats.sum(axis=0)                               # exact float64 centre
+        else:
+            # summed per group in slices of rows, so the (N, F) matrix never exists
+            grouped = torch.zeros((int(units.max()) + 1, 5 + 3 * b + 3 * m), dtype=torch.float64)
+            for a in range(0, n, _FEATURE_ROWS):
+                z = min(n, a + _FEATURE_ROWS)
+                grouped.index_add_(0, units[a:z].cpu(), torch.from_numpy(features(a, z)))
+            feats = grouped.numpy()
+            self.base = feats.sum(axis=0)
         self.feats = torch.from_numpy(feats).to(device=device, dtype=torch.float32)
+        del feats
         self.cw_dtype = classwise.dtype
         self.cw_dense = classwise.dense
         self.cw_cells, self.cw_sparse_t = classwise.sparse_t()
@@ -203,10 +303,16 @@ class MetricBootstrap:
         # A higher-bin cell without entries is zero in every resample: only the non-empty cells are carried.
         self.cw_base_cells = base.reshape(-1)[self.cw_cells].float()
         self._values: dict[str, list[np.ndarray]] = {}
+        self._helpers: dict = {}         # the smoothing estimators' binning matrices of these samples
+
+    def release(self) -> None:
+        """Free the per-sample helpers once every block has been added (they are rebuilt if needed)."""
+        self._helpers.clear()
 
     def update(self, block: ResampleBlock) -> None:
         """Add the metrics of a block of resamples."""
-        n, b, m = self.n, self.n_bins, self.n_mass
+        b, m = self.n_bins, self.n_mass
+        n = block.totals                                                             # (R_b,) resample sizes
         sums = (block.fluct @ self.feats).double().cpu().numpy() + self.base        # (R_b, F)
         out: dict[str, np.ndarray] = {}
         out["accuracy"] = sums[:, 0] / n
@@ -224,16 +330,18 @@ class MetricBootstrap:
         total = first.abs().sum(dim=1)
         if self.cw_cells.numel():
             if self.device.type == "cpu":
-                fl = torch.cat([torch.sparse.mm(self.cw_sparse_t, p) for p in block.panels()], dim=1)
+                fl = torch.cat([torch.sparse.mm(self.cw_sparse_t, p) for p in block.unit_panels()], dim=1)
             else:
                 fl = torch.sparse.mm(self.cw_sparse_t, block.fluct_t)
             cells = self.cw_base_cells[:, None] + fl                                     # (cells, R_b)
             total += cells.abs().sum(dim=0)
-        out["classwise_ece"] = (total.double() / (n * self.stats.k)).cpu().numpy()
+        out["classwise_ece"] = total.double().cpu().numpy() / (n * self.stats.k)
         panels = block.panels()
-        out["smece"] = smoothing.smece_resampled(self.stats.conf, self.stats.correct, panels=panels).numpy()
+        out["smece"] = smoothing.smece_resampled(self.stats.conf, self.stats.correct, panels=panels,
+                                                 store=self._helpers).numpy()
         cal, tot = smoothing.cal_resampled(self.stats.conf, self.stats.correct, self.stats.brier,
-                                           bandwidth=self.bandwidth, kernel=self.kernel, panels=panels)
+                                           bandwidth=self.bandwidth, kernel=self.kernel, panels=panels,
+                                           totals=n, store=self._helpers)
         out["cal"], out["tot"] = cal.cpu().numpy(), tot.cpu().numpy()
         out["sharpness_gap"] = out["tot"] - out["cal"]
         for name, v in out.items():
@@ -258,13 +366,33 @@ class MetricBootstrap:
 
 def run_bootstrap(boots: list[MetricBootstrap], resampler: Resampler, *, progress=None,
                   cancel: Optional[threading.Event] = None) -> None:
-    """Feed every block of resamples to every calibrator's accumulator (blocks outer: each is drawn once)."""
+    """Feed every block of resamples to every calibrator's accumulator.
+
+    Blocks outer (each block is drawn once) for samples; calibrators outer for groups of a large split, where
+    drawing a block is cheap (O(groups)) and one calibrator's helpers at a time (O(N) sparse binning matrices)
+    keep the memory down. The same seed gives the same resamples either way, so comparisons stay paired."""
     total = max(1, len(resampler))
-    for i, block in enumerate(resampler.blocks()):
-        check_cancel(cancel)
+    if resampler.units is None:
+        for i, block in enumerate(resampler.blocks()):
+            check_cancel(cancel)
+            for boot in boots:
+                check_cancel(cancel)
+                boot.update(block)
+            _report_block(progress, resampler, (i + 1) / total, i)
         for boot in boots:
+            boot.release()
+        return
+    for j, boot in enumerate(boots):
+        for i, block in enumerate(resampler.blocks()):
             check_cancel(cancel)
             boot.update(block)
-        if progress is not None:
-            progress((i + 1) / total, f"bootstrap {min((i + 1) * resampler.block, resampler.n_boot)}"
-                                      f"/{resampler.n_boot}")
+            del block
+            trim_heap()
+            _report_block(progress, resampler, (j + (i + 1) / total) / len(boots), i,
+                          f" (calibrator {j + 1} of {len(boots)})")
+        boot.release()
+
+
+def _report_block(progress, resampler: Resampler, fraction: float, i: int, what: str = "") -> None:
+    if progress is not None:
+        progress(fraction, f"bootstrap {min((i + 1) * resampler.block, resampler.n_boot)}/{resampler.n_boot}{what}")

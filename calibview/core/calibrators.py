@@ -24,6 +24,7 @@ from typing import Any, ClassVar, Mapping, Optional
 import numpy as np
 import torch
 
+from . import stream
 from .errors import CalibviewError, check_cancel, report
 
 FORMAT_VERSION = 1
@@ -36,6 +37,9 @@ class Method:
     label: ClassVar[str]
     keeps_argmax: ClassVar[bool] = False
     binary_only: ClassVar[bool] = False
+    #: fits from a :class:`calibview.core.stream.StreamedSplit` (full-batch passes over chunks read from disk);
+    #: the others need the fit split in memory and refuse a streamed one
+    streams: ClassVar[bool] = False
 
     def fit(self, scores: torch.Tensor, labels: torch.Tensor, *, progress=None,
             cancel: Optional[threading.Event] = None) -> tuple[dict[str, Any], tuple[str, ...]]:
@@ -152,6 +156,8 @@ def fit(method: str, scores: torch.Tensor, labels: torch.Tensor, *, fit_info: Ma
     if m.binary_only and k != 2:
         raise CalibviewError(f"{m.label} is for binary problems (K = 2), but this run has K = {k} classes; "
                              "use temperature or vector scaling instead.")
+    if not m.streams:
+        stream.require_in_memory(m.label, scores)
     params, warnings = m.fit(scores, labels, progress=progress, cancel=cancel)
     return Fitted(method=method, k=k, params=params, warnings=tuple(warnings), fit_info=dict(fit_info or {}))
 
@@ -160,6 +166,7 @@ def fit(method: str, scores: torch.Tensor, labels: torch.Tensor, *, fit_info: Ma
 
 class Identity(Method):
     name, label, keeps_argmax = "none", "Uncalibrated", True
+    streams = True
 
     def fit(self, scores, labels, *, progress=None, cancel=None):
         return {}, ()
@@ -171,7 +178,7 @@ class Identity(Method):
 # --- temperature scaling --------------------------------------------------------------------------------------
 
 def _temperature_moments(scores: torch.Tensor, labels: torch.Tensor, beta: float,
-                         chunk_rows: int = 4096, cancel=None, has_neg_inf: bool = False
+                         chunk_rows: int = 4096, cancel=None, has_neg_inf: bool = False, tick=None
                          ) -> tuple[float, float, float]:
     """NLL(beta) and its first two derivatives in beta = 1/T, means over rows.
 
@@ -179,7 +186,9 @@ def _temperature_moments(scores: torch.Tensor, labels: torch.Tensor, beta: float
     so the problem is convex in beta and a safeguarded Newton iteration converges from any start.
     Rows are shifted by their maximum first (p is unchanged), so the terms that carry the probability mass are
     small numbers: the pass runs in the scores' own precision (float32 is 3x faster than float64 here) with
-    per-row results accumulated in float64, which keeps T accurate to ~1e-7.
+    per-row results accumulated in float64, which keeps T accurate to ~1e-7. ``scores`` may be a
+    :class:`~calibview.core.stream.StreamedSplit` (each pass reads it from disk); ``tick(fraction)`` is called
+    after each chunk.
     """
     f = g = h = 0.0
     n = scores.shape[0]
@@ -201,6 +210,8 @@ def _temperature_moments(scores: torch.Tensor, labels: torch.Tensor, beta: float
         f += float((torch.log(s0) - beta * zy).sum())
         g += float((mean - zy).sum())
         h += float((s2 / s0 - mean * mean).clamp_min(0).sum())
+        if tick is not None:
+            tick(min(n, start + chunk_rows) / n)
     return f / n, g / n, h / n
 
 
@@ -215,21 +226,23 @@ def fit_temperature(scores: torch.Tensor, labels: torch.Tensor, *, tol: float = 
     warnings: list[str] = []
     beta = 1.0
     # Exact zeros in a probabilities file are -inf log-probabilities: they need masking in every pass.
-    has_neg_inf = bool(torch.isneginf(scores).any())
+    has_neg_inf = (scores.kind == "probs") if stream.is_streamed(scores) else bool(torch.isneginf(scores).any())
     stages = []
     if n > 20_000:
-        gen = torch.Generator(device="cpu").manual_seed(0)
-        idx = torch.randperm(n, generator=gen)[:10_000].to(scores.device)
-        stages.append((scores[idx], labels[idx], 1e-6))
+        stages.append((*stream.subsample(scores, labels, 10_000), 1e-6))
     stages.append((scores, labels, tol))
     passes = 0
     for si, (z, y, stage_tol) in enumerate(stages):
         lo, hi = 0.0, math.inf     # bracket on beta from the sign of the gradient (convexity)
         for it in range(max_iter):
-            f, g, h = _temperature_moments(z, y, beta, cancel=cancel, has_neg_inf=has_neg_inf)
+            tick = None
+            if stream.is_streamed(z) and progress is not None:        # a pass reads the split: show it going
+                tick = (lambda fr, it=it: report(progress, min(0.95, 0.2 + 0.15 * (it + fr)),
+                                                 f"temperature scaling: pass {it + 1}, {fr:.0%} read"))
+            f, g, h = _temperature_moments(z, y, beta, cancel=cancel, has_neg_inf=has_neg_inf, tick=tick)
             if si == len(stages) - 1:
                 passes += 1
-                report(progress, min(0.95, 0.2 + 0.15 * it), f"temperature scaling: T = {1 / beta:.6g}")
+                report(progress, min(0.95, 0.2 + 0.15 * (it + 1)), f"temperature scaling: T = {1 / beta:.6g}")
             if h <= 0.0 and g <= 0.0:
                 # every row is numerically one-hot on its label: the NLL only falls further as T -> 0
                 beta = 1e6
@@ -256,7 +269,7 @@ def fit_temperature(scores: torch.Tensor, labels: torch.Tensor, *, tol: float = 
 
 
 class Temperature(Method):
-    name, label, keeps_argmax = "ts", "Temperature scaling", True
+    name, label, keeps_argmax, streams = "ts", "Temperature scaling", True, True
 
     def fit(self, scores, labels, *, progress=None, cancel=None):
         t, passes, warnings = fit_temperature(scores, labels, cancel=cancel, progress=progress)
@@ -269,7 +282,7 @@ class Temperature(Method):
 class TemperatureGrid(Temperature):
     """Mukhoti et al.'s protocol: the first T on 0.1, 0.2, ..., 10.0 with minimal fit-split ECE (15 bins)."""
 
-    name, label = "ts-grid", "Temperature scaling (ECE grid)"
+    name, label, streams = "ts-grid", "Temperature scaling (ECE grid)", False
     grid = tuple(round(0.1 * i, 1) for i in range(1, 101))
 
     def fit(self, scores, labels, *, progress=None, cancel=None, n_bins: int = 15):

@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from . import stream
 from .calibrators import Method, register
 from .errors import CalibviewError, check_cancel, report
 
@@ -102,17 +103,48 @@ class _Objective:
     iterations for Dirichlet at K = 100). The penalty is defined on (W, b) and chained back to (A, c)."""
 
     def __init__(self, x: torch.Tensor, y: torch.Tensor, matrix: bool, penalty: str | None, lam: float,
-                 mu: float, cancel=None):
-        self.m = x.mean(dim=0)
-        sd = x.std(dim=0, correction=0)
-        self.s = torch.where(sd > 1e-8, sd, torch.ones_like(sd))
-        self.u = (x - self.m).div_(self.s)
+                 mu: float, cancel=None, feature=None, tick=None):
         self.y, self.matrix, self.penalty, self.lam, self.mu = y, matrix, penalty, lam, mu
         self.n, self.k = x.shape
+        self.cancel, self.tick = cancel, tick
+        if feature is None:
+            self.m = x.mean(dim=0)
+            sd = x.std(dim=0, correction=0)
+            self.u, self.source, self.feature = None, None, None
+        else:
+            # x is a StreamedSplit of raw scores and ``feature`` maps a chunk of it to features: every pass reads
+            # the split from disk; one first pass gives the column means and standard deviations.
+            self.u, self.source, self.feature = None, x, feature
+            shift = s1 = s2 = None
+            for _, z, _ in self._chunks(standardised=False):
+                if shift is None:
+                    shift = z.mean(dim=0)
+                    s1, s2 = torch.zeros_like(shift), torch.zeros_like(shift)
+                d = z - shift
+                s1 += d.sum(dim=0)
+                s2 += d.square().sum(dim=0)
+            mean_d = s1 / self.n
+            self.m = shift + mean_d
+            sd = (s2 / self.n - mean_d.square()).clamp_min(0).sqrt()
+        self.s = torch.where(sd > 1e-8, sd, torch.ones_like(sd))
+        if feature is None:
+            self.u = (x - self.m).div_(self.s)
         counts = torch.bincount(y, minlength=self.k)
-        self.absent = (counts == 0).to(x.dtype) if bool((counts == 0).any()) else None
-        self.cancel = cancel
+        self.absent = (counts == 0).to(torch.float64) if bool((counts == 0).any()) else None
         self.rows = max(1, min(_CHUNK_ELEMS // self.k, _CHUNK_FLOPS // self.k ** 2 if matrix else self.n))
+
+    def _chunks(self, standardised: bool = True):
+        """(first row, standardised features u, labels) over the fit split: the features in memory, or chunks
+        read from disk and standardised on the fly."""
+        if self.source is None:
+            yield 0, self.u, self.y
+            return
+        for start, z, y in self.source.chunks():
+            check_cancel(self.cancel)
+            x = self.feature(z)
+            yield start, ((x - self.m).div_(self.s) if standardised else x), y
+            if self.tick is not None:
+                self.tick(min(self.n, start + z.shape[0]) / self.n)
 
     def to_model(self, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         a, c = _unpack(theta, self.k, self.matrix)
@@ -127,23 +159,27 @@ class _Objective:
         grad = torch.zeros_like(theta)
         g_a, g_b = _unpack(grad, self.k, self.matrix)
         total = torch.zeros((), dtype=torch.float64, device=theta.device)
-        for start in range(0, self.n, self.rows):
-            check_cancel(self.cancel)
-            uc = self.u[start:start + self.rows]
-            yc = self.y[start:start + self.rows, None]
-            a = torch.addmm(b, uc, a_par.T) if self.matrix else torch.addcmul(b, uc, a_par)
-            a.sub_(a.amax(dim=1, keepdim=True))
-            a_y = a.gather(1, yc)
-            s = a.exp_().sum(dim=1, keepdim=True)
-            total += (s.log() - a_y).sum()
-            a.div_(s).scatter_add_(1, yc, torch.full_like(a_y, -1.0))     # softmax - one-hot
-            g_b += a.sum(dim=0)
-            if self.matrix:
-                g_a.addmm_(a.T, uc)
-            else:
-                g_a += a.mul_(uc).sum(dim=0)
+        for _, u, y in self._chunks():
+            for start in range(0, u.shape[0], self.rows):
+                check_cancel(self.cancel)
+                self._accumulate(a_par, b, u[start:start + self.rows], y[start:start + self.rows, None],
+                                 total, g_a, g_b)
         grad /= self.n
         return float(total) / self.n, grad
+
+    def _accumulate(self, a_par, b, uc, yc, total, g_a, g_b) -> None:
+        """Add one chunk's NLL sum and gradient (in place)."""
+        a = torch.addmm(b, uc, a_par.T) if self.matrix else torch.addcmul(b, uc, a_par)
+        a.sub_(a.amax(dim=1, keepdim=True))
+        a_y = a.gather(1, yc)
+        s = a.exp_().sum(dim=1, keepdim=True)
+        total += (s.log() - a_y).sum()
+        a.div_(s).scatter_add_(1, yc, torch.full_like(a_y, -1.0))     # softmax - one-hot
+        g_b += a.sum(dim=0)
+        if self.matrix:
+            g_a.addmm_(a.T, uc)
+        else:
+            g_a += a.mul_(uc).sum(dim=0)
 
     def penalty_and_grad(self, theta: torch.Tensor) -> tuple[float, torch.Tensor]:
         grad = torch.zeros_like(theta)
@@ -307,8 +343,9 @@ class _AffineSoftmax(Method):
             warnings.append(f"{self.label} fits {n_params:,} parameters on only {n:,} samples (fewer than 10 per "
                             "parameter), so it will overfit the fit split; prefer temperature or vector scaling, "
                             "or more fit data.")
+        streamed = stream.is_streamed(scores)
         with torch.no_grad():
-            x = _features(scores, self.log_probs, LOG_FLOOR)
+            x = scores if streamed else _features(scores, self.log_probs, LOG_FLOOR)
             y = labels.to(device=x.device, dtype=torch.int64)
             absent = int((torch.bincount(y, minlength=k) == 0).sum())
             if absent:
@@ -320,7 +357,16 @@ class _AffineSoftmax(Method):
             main = progress
             if selection.get("grid") and progress is not None:      # the selection used 0 .. 0.6
                 main = lambda f, m: progress(0.6 + 0.4 * f, m)      # noqa: E731
-            objective = _Objective(x, y, self.matrix, self.penalty, lam, mu, cancel)
+            stream_args = {}
+            if streamed:        # matrix methods refuse a streamed split (calibrators.fit), so this is VS
+                passes = [0]
+
+                def tick(fr: float) -> None:
+                    passes[0] += fr >= 1.0
+                    report(progress, min(0.95, (passes[0] + fr % 1.0) / 100),
+                           f"{self.label}: pass {passes[0] + (fr < 1.0)} over the fit split, {fr:.0%} read")
+                stream_args = {"feature": lambda z: _features(z, self.log_probs, LOG_FLOOR), "tick": tick}
+            objective = _Objective(x, y, self.matrix, self.penalty, lam, mu, cancel, **stream_args)
             del x
             theta, info = _minimise(objective, self._theta0(objective, k, y.device), max_iter=self.max_iter,
                                     rel_tol=self.rel_tol, what=self.label, progress=main)
@@ -368,13 +414,13 @@ class _AffineSoftmax(Method):
 class VectorScaling(_AffineSoftmax):
     """softmax(z * w + b), unpenalised mean NLL."""
 
-    name, label, keeps_argmax = "vs", "Vector scaling", False
+    name, label, keeps_argmax, streams = "vs", "Vector scaling", False, True
 
 
 class MatrixScaling(_AffineSoftmax):
     """softmax(W z + b), mean NLL + ODIR (default) or L2 penalty; see the module docstring."""
 
-    name, label, keeps_argmax = "ms", "Matrix scaling", False
+    name, label, keeps_argmax, streams = "ms", "Matrix scaling", False, False
     matrix = True
 
 

@@ -21,10 +21,12 @@ from . import calibrators as calib
 from . import logits as lg
 from . import shards
 from . import smoothing
-from .bootstrap import ClasswiseFeatures, Interval, MetricBootstrap, Resampler, run_bootstrap
-from .errors import CalibviewError, check_cancel
+from . import stream
+from .bootstrap import (ClasswiseFeatures, Interval, MetricBootstrap, Resampler, bootstrap_units,
+                        run_bootstrap)
+from .errors import CalibviewError, check_cancel, report
 from .metrics import (METRIC_NAMES, BinTable, binned_metrics, classwise_ece, equal_width_table,
-                      per_class_accuracy, resolve_bins, sample_stats, wilson_interval)
+                      StatsAccumulator, per_class_accuracy, resolve_bins, wilson_interval)
 
 KERNELS = ("gaussian", "epanechnikov")
 
@@ -46,6 +48,8 @@ class EvalRequest:
     kernel: str = "gaussian"
     device: str = "auto"
     chunk_rows: Optional[int] = None
+    #: bytes a split may take in memory (None: stream.DEFAULT_MAX_MEMORY); larger splits are streamed from disk
+    max_memory: Optional[int] = None
     #: per-calibrator constructor options, e.g. (("hb", (("bins", 20),)),): nested tuples keep the request
     #: hashable and immutable; see calibrators.configured
     options: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()
@@ -133,6 +137,8 @@ def _check_request(req: EvalRequest) -> None:
     if not 0 < req.level < 1:
         hint = f" (for {req.level:g} %, give {req.level / 100:g})" if 1 < req.level < 100 else ""
         raise CalibviewError(f"The interval level must lie in (0, 1), not {req.level!r}{hint}.")
+    if req.max_memory is not None and not req.max_memory > 0:
+        raise CalibviewError(f"The memory allowed for a split must be positive, not {req.max_memory!r}.")
     if req.n_boot < 0:
         raise CalibviewError("The number of bootstrap resamples must be 0 or more.")
     if not req.calibrators:
@@ -144,7 +150,10 @@ def _check_request(req: EvalRequest) -> None:
 
 
 def evaluate(req: EvalRequest, *, progress=None, cancel: Optional[threading.Event] = None) -> Evaluation:
-    """Fit every requested calibrator on the fit split and score it on the evaluation split."""
+    """Fit every requested calibrator on the fit split and score it on the evaluation split.
+
+    A split that would take more than ``req.max_memory`` bytes in memory is streamed from disk instead of loaded
+    (see :mod:`calibview.core.stream`); the numbers are the same either way."""
     t0 = time.perf_counter()
     timings: dict[str, float] = {}
     _check_request(req)
@@ -161,77 +170,116 @@ def evaluate(req: EvalRequest, *, progress=None, cancel: Optional[threading.Even
     run.split(req.eval_split)
     if needs_fit:
         run.split(req.fit_split)
-    ev = source.read_split(req.file, run, req.eval_split, chunk_rows=req.chunk_rows, progress=prog(0.0, 0.1),
-                       cancel=cancel)
-    fit_data = None
-    if needs_fit:
-        fit_data = (ev if req.fit_split == req.eval_split else
-                    source.read_split(req.file, run, req.fit_split, chunk_rows=req.chunk_rows,
-                                  progress=prog(0.1, 0.15), cancel=cancel))
-    timings["read"] = time.perf_counter() - t0
-    n, k = ev.scores.shape
-    n_bins = resolve_bins(req.bins, n)
+    budget = req.max_memory or stream.DEFAULT_MAX_MEMORY
+    opened: list[stream.StreamedSplit] = []
 
-    with torch.inference_mode():
-        ev_scores = scores_tensor(ev, device)
-        ev_labels = torch.from_numpy(ev.labels).to(device)
-        fit_scores = fit_labels = None
-        if fit_data is not None:
-            fit_scores = ev_scores if fit_data is ev else scores_tensor(fit_data, device)
-            fit_labels = torch.from_numpy(fit_data.labels).to(device)
+    def open_split(name: str, span: tuple[float, float]):
+        info = run.split(name)
+        if stream.memory_bytes(info) > budget:
+            split = stream.StreamedSplit(req.file, run, name, device=device, chunk_rows=req.chunk_rows)
+            opened.append(split)
+            return split, split.labels
+        data = source.read_split(req.file, run, name, chunk_rows=req.chunk_rows, progress=prog(*span),
+                                 cancel=cancel)
+        return scores_tensor(data, device), torch.from_numpy(data.labels).to(device)
 
-        base_pred = ev_scores.argmax(dim=1).cpu().numpy()
-        partial: list[tuple] = []
-        boots: list[MetricBootstrap] = []
-        n_cal = len(req.calibrators)
-        # Fit everything first, so the fit split can leave memory before the evaluation split is scored.
-        fitted_all = []
-        for i, name in enumerate(req.calibrators):
-            check_cancel(cancel)
+    try:
+        with torch.inference_mode():
+            ev_scores, ev_labels = open_split(req.eval_split, (0.0, 0.1))
+            fit_scores = fit_labels = None
+            if needs_fit:
+                fit_scores, fit_labels = ((ev_scores, ev_labels) if req.fit_split == req.eval_split else
+                                          open_split(req.fit_split, (0.1, 0.15)))
+            timings["read"] = time.perf_counter() - t0
+            n, k = ev_scores.shape
+            n_fit = 0 if fit_scores is None else int(fit_scores.shape[0])
+            n_bins = resolve_bins(req.bins, n)
+            # Fit everything first, so the fit split can leave memory before the evaluation split is scored.
+            fitted_all = []
+            n_cal = len(req.calibrators)
+            for i, name in enumerate(req.calibrators):
+                check_cancel(cancel)
+                t1 = time.perf_counter()
+                span = (0.15 + 0.2 * i / n_cal, 0.15 + 0.2 * (i + 1) / n_cal)
+                if name == "none":
+                    fitted = calib.fit("none", ev_scores[0:1], ev_labels[0:1])
+                else:
+                    fitted = calib.fit(name, fit_scores, fit_labels, options=req.options_for(name),
+                                       progress=prog(span[0], span[1]), cancel=cancel,
+                                       fit_info={"file": str(req.file), "run": run.name, "split": req.fit_split,
+                                                 "n": n_fit})
+                fitted_all.append(fitted)
+                timings[f"fit:{name}"] = time.perf_counter() - t1
+            fit_scores = fit_labels = None         # noqa: F841  (frees the fit split)
+
             t1 = time.perf_counter()
-            span = (0.15 + 0.2 * i / n_cal, 0.15 + 0.2 * (i + 1) / n_cal)
-            if name == "none":
-                fitted = calib.fit("none", ev_scores[:1], ev_labels[:1])
-            else:
-                fitted = calib.fit(name, fit_scores, fit_labels, options=req.options_for(name),
-                                   progress=prog(span[0], span[1]), cancel=cancel,
-                                   fit_info={"file": str(req.file), "run": run.name, "split": req.fit_split,
-                                             "n": int(fit_scores.shape[0])})
-            fitted_all.append(fitted)
-            timings[f"fit:{name}"] = time.perf_counter() - t1
-        n_fit = 0 if fit_data is None else int(fit_data.scores.shape[0])
-        fit_scores = fit_labels = fit_data = None         # noqa: F841  (frees the fit split)
-        for i, (name, fitted) in enumerate(zip(req.calibrators, fitted_all)):
-            check_cancel(cancel)
+            partial, boots = _score(req, ev_scores, ev_labels, fitted_all, n_bins, device,
+                                    prog(0.35, 0.6), cancel, timings)
+            timings["metrics"] = time.perf_counter() - t1
+            ev_scores = None                       # noqa: F841  (only the per-sample statistics are needed now)
+            stream.trim_heap()
+
             t1 = time.perf_counter()
-            classwise = ClasswiseFeatures(n, k, n_bins, device) if req.n_boot else None
-            stats = sample_stats(ev_scores, ev_labels, n_bins=n_bins, transform=fitted.apply,
-                                 on_chunk=classwise.add if classwise else None)
-            point = _point_metrics(stats, n_bins, req)
             if req.n_boot:
-                boots.append(MetricBootstrap(stats, classwise, n_bins=n_bins, bandwidth=req.bandwidth,
-                                             kernel=req.kernel, device=device))
-            partial.append((name, fitted, stats, point))
-            timings[f"metrics:{name}"] = time.perf_counter() - t1
-            if progress is not None:
-                progress(0.35 + 0.25 * (i + 1) / n_cal, f"evaluated {fitted.label}")
-
-        t1 = time.perf_counter()
-        if req.n_boot:
-            run_bootstrap(boots, Resampler(n, req.n_boot, req.seed, device=device), progress=prog(0.6, 0.99),
-                          cancel=cancel)
-        timings["bootstrap"] = time.perf_counter() - t1
+                run_bootstrap(boots, Resampler(n, req.n_boot, req.seed, device=device, units=boots[0].units),
+                              progress=prog(0.6, 0.99), cancel=cancel)
+            timings["bootstrap"] = time.perf_counter() - t1
+    finally:
+        for split in opened:
+            split.close()
 
     results = []
-    for j, (name, fitted, stats, point) in enumerate(partial):
+    for j, (name, fitted, stats, point, changed) in enumerate(partial):
         intervals = boots[j].intervals(req.level) if req.n_boot else {}
-        results.append(_assemble(name, fitted, stats, point, intervals, n_bins,
-                                 float((stats.pred != base_pred).mean())))
+        results.append(_assemble(name, fitted, stats, point, intervals, n_bins, changed))
     if progress is not None:
         progress(1.0, "done")
     return Evaluation(request=req, run=run, n_eval=n, n_fit=n_fit,
                       k=k, n_bins=n_bins, device=str(device), results=tuple(results),
                       elapsed_s=time.perf_counter() - t0, timings=MappingProxyType(timings))
+
+
+#: float64 bytes per (rows, K) temporary when a split is scored: 16 MB. Temporaries near glibc's 32 MB mmap
+#: threshold fragment the heap (the peak memory of a 50,000 x 1,000 report rose by 0.5 GB with 4,096-row chunks).
+EVAL_CHUNK_BYTES = 16 << 20
+
+
+def eval_rows(k: int) -> int:
+    return max(16, min(4096, EVAL_CHUNK_BYTES // (8 * max(k, 1))))
+
+
+def _score(req: EvalRequest, scores, labels: torch.Tensor, fitted_all: list, n_bins: int, device: torch.device,
+           progress, cancel, timings: dict) -> tuple[list[tuple], list[MetricBootstrap]]:
+    """One pass over the evaluation split (in memory or streamed from disk) for all calibrators at once: per-sample
+    statistics, class-wise sums and bootstrap features; then the point metrics of each calibrator."""
+    n, k = scores.shape
+    units = bootstrap_units(n, k, req.seed) if req.n_boot else None
+    accs = [StatsAccumulator(n, k, n_bins, device) for _ in fitted_all]
+    cws = [ClasswiseFeatures(n, k, n_bins, device, units) if req.n_boot else None for _ in fitted_all]
+    base_pred = torch.empty(n, dtype=torch.int64, device=device)
+    chunks = (scores.chunks() if stream.is_streamed(scores) else
+              stream.tensor_chunks(scores, labels, eval_rows(k)))
+    for start, z, y in chunks:
+        check_cancel(cancel)
+        base_pred[start:start + z.shape[0]] = z.argmax(dim=1)
+        for fitted, acc, cw in zip(fitted_all, accs, cws):
+            acc.add(start, fitted.apply(z), y, cw.add if cw is not None else None)
+        stop = start + z.shape[0]
+        report(progress, stop / n, f"scored {stop:,} of {n:,} rows")
+    base_pred = base_pred.cpu().numpy()
+    partial, boots = [], []
+    for fitted, acc, cw in zip(fitted_all, accs, cws):
+        check_cancel(cancel)
+        t1 = time.perf_counter()
+        stats = acc.result(labels)
+        point = _point_metrics(stats, n_bins, req)
+        if req.n_boot:
+            boots.append(MetricBootstrap(stats, cw, n_bins=n_bins, bandwidth=req.bandwidth, kernel=req.kernel,
+                                         device=device, units=units))
+        partial.append((fitted.method, fitted, stats, point, float((stats.pred != base_pred).mean())))
+        timings[f"metrics:{fitted.method}"] = time.perf_counter() - t1
+    accs.clear()
+    return partial, boots
 
 
 def default_splits(run: lg.RunInfo, eval_split: Optional[str] = None) -> tuple[Optional[str], str]:

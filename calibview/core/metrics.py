@@ -107,55 +107,73 @@ def sample_stats(log_probs: torch.Tensor, labels: torch.Tensor, *, n_bins: int, 
     labels : (N,) int64 tensor on the same device.
     on_chunk : optional ``on_chunk(start, log_probs, probs, labels)`` (chunks) for other per-chunk consumers;
         it may modify ``probs`` in place (it is not used again).
+    """
+    n, k = log_probs.shape
+    acc = StatsAccumulator(n, k, n_bins, log_probs.device)
+    for start in range(0, n, chunk_rows):
+        lp = log_probs[start:start + chunk_rows]
+        acc.add(start, transform(lp) if transform is not None else lp, labels[start:start + chunk_rows],
+                on_chunk)
+    return acc.result(labels)
+
+
+class StatsAccumulator:
+    """Builds :class:`SampleStats` from consecutive chunks of rows, so a split never has to be in memory at once
+    (only the per-sample vectors, O(N), and the (K, B) class-wise sums are kept).
+
     Only entries with ``p > 1/B`` fall outside the first class-wise bin, and a row has fewer than ``B`` of them,
     so the class-wise sums are a per-class total minus a sparse correction: O(N K) flops, O(N B) scatter.
     """
-    n, k = log_probs.shape
-    dev = log_probs.device
-    # The same edges as equal_width_bin (np.linspace and torch.linspace differ in the last bit).
-    edges = torch.from_numpy(np.linspace(0.0, 1.0, n_bins + 1)).to(dev)
-    conf = torch.empty(n, dtype=torch.float64, device=dev)
-    pred = torch.empty(n, dtype=torch.int64, device=dev)
-    nll = torch.empty(n, dtype=torch.float64, device=dev)
-    brier = torch.empty(n, dtype=torch.float64, device=dev)
-    sums = torch.zeros(k * n_bins, dtype=torch.float64, device=dev)
-    total = torch.zeros(k, dtype=torch.float64, device=dev)
-    for start in range(0, n, chunk_rows):
-        stop = min(n, start + chunk_rows)
-        lp = log_probs[start:stop]
-        if transform is not None:
-            lp = transform(lp)
-        y = labels[start:stop]
+
+    def __init__(self, n: int, k: int, n_bins: int, device: torch.device | str = "cpu") -> None:
+        dev = torch.device(device)
+        self.n, self.k, self.n_bins = n, k, n_bins
+        # The same edges as equal_width_bin (np.linspace and torch.linspace differ in the last bit).
+        self.edges = torch.from_numpy(np.linspace(0.0, 1.0, n_bins + 1)).to(dev)
+        self.conf = torch.empty(n, dtype=torch.float64, device=dev)
+        self.pred = torch.empty(n, dtype=torch.int64, device=dev)
+        self.nll = torch.empty(n, dtype=torch.float64, device=dev)
+        self.brier = torch.empty(n, dtype=torch.float64, device=dev)
+        self.sums = torch.zeros(k * n_bins, dtype=torch.float64, device=dev)
+        self.total = torch.zeros(k, dtype=torch.float64, device=dev)
+
+    def add(self, start: int, lp: torch.Tensor, y: torch.Tensor, on_chunk=None) -> None:
+        """Rows ``start .. start + len(lp)``: float64 log-probabilities and their labels."""
+        stop = start + lp.shape[0]
+        n_bins, edges = self.n_bins, self.edges
         p = lp.exp()
         lp_max, arg = lp.max(dim=1)
-        conf[start:stop] = lp_max.exp()
-        pred[start:stop] = arg
+        self.conf[start:stop] = lp_max.exp()
+        self.pred[start:stop] = arg
         lp_y = lp.gather(1, y[:, None])[:, 0]
-        nll[start:stop] = -lp_y
+        self.nll[start:stop] = -lp_y
         p_y = lp_y.exp()
-        brier[start:stop] = (p * p).sum(dim=1) - 2.0 * p_y + 1.0
+        self.brier[start:stop] = (p * p).sum(dim=1) - 2.0 * p_y + 1.0
         # Class-wise bins: everything starts in bin 0; move the entries above the first edge.
-        total += p.sum(dim=0)
-        total.index_add_(0, y, -torch.ones_like(p_y))
+        self.total += p.sum(dim=0)
+        self.total.index_add_(0, y, -torch.ones_like(p_y))
         big = p > edges[1]
         rows, cols = big.nonzero(as_tuple=True)
         if rows.numel():
             vals = p[rows, cols]
             b = (torch.searchsorted(edges, vals, side="left") - 1).clamp_(0, n_bins - 1)
             vals = vals - (y[rows] == cols).to(torch.float64)
-            sums.index_add_(0, cols * n_bins + b, vals)
-            sums.index_add_(0, cols * n_bins, -vals)
+            self.sums.index_add_(0, cols * n_bins + b, vals)
+            self.sums.index_add_(0, cols * n_bins, -vals)
         if on_chunk is not None:
             on_chunk(start, lp, p, y)          # last: the consumer may reuse p in place
-        # The label entries whose probability stays in bin 0 were already subtracted via `total`.
-    sums = sums.view(k, n_bins)
-    sums[:, 0] += total
-    correct = (pred == labels).to(torch.float64)
-    return SampleStats(
-        conf=conf.cpu().numpy(), pred=pred.cpu().numpy(), correct=correct.cpu().numpy(),
-        nll=nll.cpu().numpy(), brier=brier.cpu().numpy(), labels=labels.cpu().numpy(), k=k,
-        classwise_sums=sums.cpu().numpy(), classwise_bins=n_bins,
-    )
+
+    def result(self, labels: torch.Tensor) -> SampleStats:
+        """The statistics of all N rows (``labels`` (N,) int64, any device)."""
+        sums = self.sums.view(self.k, self.n_bins).clone()
+        sums[:, 0] += self.total
+        labels = labels.to(self.pred.device)
+        correct = (self.pred == labels).to(torch.float64)
+        return SampleStats(
+            conf=self.conf.cpu().numpy(), pred=self.pred.cpu().numpy(), correct=correct.cpu().numpy(),
+            nll=self.nll.cpu().numpy(), brier=self.brier.cpu().numpy(), labels=labels.cpu().numpy(), k=self.k,
+            classwise_sums=sums.cpu().numpy(), classwise_bins=self.n_bins,
+        )
 
 
 # --- binned calibration errors from sufficient statistics -----------------------------------------------------
