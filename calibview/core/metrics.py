@@ -117,6 +117,22 @@ def sample_stats(log_probs: torch.Tensor, labels: torch.Tensor, *, n_bins: int, 
     return acc.result(labels)
 
 
+def top_label(scores: torch.Tensor, labels: torch.Tensor, chunk_rows: int | None = None
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """(confidence, correctness) float64 (N,) straight from (N, K) logits or log-probabilities, for the top-label
+    metrics alone: conf = 1 / sum_k exp(z_k - max_k z) in float64, one exp pass over chunks of rows."""
+    n, k = scores.shape
+    rows = chunk_rows or max(16, min(4096, (16 << 20) // (8 * max(k, 1))))
+    conf = torch.empty(n, dtype=torch.float64)
+    correct = torch.empty(n, dtype=torch.float64)
+    for start in range(0, n, rows):
+        z = scores[start:start + rows]
+        top, pred = z.max(dim=1)
+        conf[start:start + rows] = torch.exp(z.to(torch.float64) - top.to(torch.float64)[:, None]).sum(1).cpu()
+        correct[start:start + rows] = (pred == labels[start:start + rows]).to(torch.float64).cpu()
+    return conf.reciprocal_().numpy(), correct.numpy()
+
+
 class StatsAccumulator:
     """Builds :class:`SampleStats` from consecutive chunks of rows, so a split never has to be in memory at once
     (only the per-sample vectors, O(N), and the (K, B) class-wise sums are kept).

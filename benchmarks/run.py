@@ -1,0 +1,456 @@
+"""calibview against the libraries a user would otherwise reach for: one table, every row measured in this run.
+
+    python benchmarks/run.py                       # all four sizes (about 20 minutes on a 2-core VM)
+    python benchmarks/run.py --sizes 50000x1000    # one size
+    python benchmarks/run.py --quick               # tiny sizes, one repeat: checks that the suite still runs
+
+Each row times calibview and its peer on the same synthetic logits (informative and over-confident, written to
+a temporary HDF5 file), the median of --repeats runs after a warm-up; a peer slower than --slow seconds is timed
+once, and the table says so. ``ratio`` is peer time / calibview time (above 1: calibview is faster); ``agree``
+compares the values. Nothing is asserted: the machines are shared and noisy, so read the ratios, which are
+measured side by side. Peers: torchmetrics, netcal, relplot 1.0.3, scikit-learn, sharpcal 0.0.2 (its
+TemperatureScaler; its dense calibration-sharpness estimator needs the ``datasets`` package, so that formula,
+NW regression at the data points, is re-implemented here in float32 torch as sharpcal computes it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from dataclasses import dataclass
+
+import h5py
+import numpy as np
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import synthetic  # noqa: E402
+
+from calibview.core import calibrators as calib  # noqa: E402
+from calibview.core import calibrators_binning as cb  # noqa: E402
+from calibview.core import calibrators_scaling as cs  # noqa: E402
+from calibview.core import smoothing  # noqa: E402
+from calibview.core.evaluate import EvalRequest, evaluate  # noqa: E402
+from calibview.core.logits import read_split  # noqa: E402
+from calibview.core.metrics import binned_metrics, top_label  # noqa: E402
+
+SIZES = ((10_000, 10), (50_000, 1000), (1_000_000, 10), (10_000, 21_841))
+QUICK = ((3000, 10), (2000, 300))
+RUN = "synthetic/bench"
+
+
+@dataclass
+class Row:
+    size: str
+    task: str
+    ours: float | None          # seconds
+    peer: str
+    peer_s: float | None
+    agree: str = ""
+    note: str = ""
+
+    def cells(self) -> list[str]:
+        ratio = f"{self.peer_s / self.ours:.1f}x" if self.ours and self.peer_s else ""
+        return [self.size, self.task, ms(self.ours), self.peer, ms(self.peer_s), ratio, self.agree, self.note]
+
+
+HEAD = ["size", "task", "calibview", "peer", "peer time", "ratio", "agree", "note"]
+
+
+def ms(t: float | None) -> str:
+    if t is None:
+        return ""
+    return f"{t * 1e3:.2f} ms" if t < 0.01 else f"{t * 1e3:.0f} ms" if t < 10 else f"{t:.1f} s"
+
+
+class Timer:
+    def __init__(self, repeats: int, slow: float) -> None:
+        self.repeats, self.slow = repeats, slow
+
+    def __call__(self, fn, warm: bool = True):
+        """(median seconds, last result, runs): a warm-up, then up to ``repeats`` runs (one if it is slow)."""
+        if warm:
+            t = time.perf_counter()
+            out = fn()
+            if time.perf_counter() - t > self.slow:
+                return time.perf_counter() - t, out, 1
+        times = []
+        for _ in range(self.repeats):
+            t = time.perf_counter()
+            out = fn()
+            times.append(time.perf_counter() - t)
+            if times[-1] > self.slow:
+                break
+        return statistics.median(times), out, len(times)
+
+
+def once(runs: int, repeats: int) -> str:
+    return "" if runs >= repeats else f"{runs} run" + ("s" if runs > 1 else "") + " (slow)"
+
+
+# ----------------------------------------------------------------------------------------------------- peers
+
+def peer_ece_torchmetrics(z, y, k, bins=15, norm="l1"):
+    from torchmetrics.functional.classification import multiclass_calibration_error
+    return float(multiclass_calibration_error(z, y, num_classes=k, n_bins=bins, norm=norm))
+
+
+def peer_ece_netcal(z, y, bins=15):
+    from netcal.metrics import ECE
+    p = torch.softmax(z, 1).numpy()
+    return float(ECE(bins=bins).measure(p, y.numpy()))
+
+
+def peer_dense_diagram(conf, correct, brier, h=0.05, grid=200, rows=2048):
+    """sharpcal's dense estimator: Gaussian NW regression of correctness on confidence evaluated at every data
+    point (CAL = mean (c_hat(conf_i) - conf_i)^2), TOT = mean Brier, and the curve on ``grid`` points; float32
+    torch as sharpcal computes it, in row blocks so the N x N kernel matrix never exists."""
+    c = torch.from_numpy(conf).float()
+    a = torch.from_numpy(correct).float()
+    norm = 1.0 / (h * (2 * np.pi) ** 0.5)
+
+    def nw(x):
+        out = torch.empty_like(x)
+        for s in range(0, x.numel(), rows):
+            w = torch.exp(-(x[s:s + rows, None] - c[None, :]) ** 2 / (2 * h * h)) * norm
+            out[s:s + rows] = (w * a).mean(1) / w.mean(1)
+        return out
+    reg = nw(c)
+    cal = float(((reg - c) ** 2).mean())
+    nw(torch.linspace(0, 1, grid))
+    return cal, float(np.mean(brier))
+
+
+def peer_lbfgs(z, y, model="temperature", max_iter=50):
+    """The common recipe: torch.optim.LBFGS(lr=0.01, max_iter=50) on the cross-entropy."""
+    k = z.shape[1]
+    if model == "temperature":
+        params = [torch.nn.Parameter(torch.ones(1))]
+        fwd = lambda: z / params[0]                                        # noqa: E731
+    else:
+        params = [torch.nn.Parameter(torch.ones(k)), torch.nn.Parameter(torch.zeros(k))]
+        fwd = lambda: z * params[0] + params[1]                            # noqa: E731
+    opt = torch.optim.LBFGS(params, lr=0.01, max_iter=max_iter)
+
+    def closure():
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(fwd(), y)
+        loss.backward()
+        return loss
+    opt.step(closure)
+    return [p.detach() for p in params]
+
+
+def peer_sharpcal_ts(z, y):
+    from sharpcal.recal import TemperatureScaler
+    ts = TemperatureScaler(init_T=1.5)
+    ts.fit(z, y)
+    return float(ts.T.detach())
+
+
+def peer_hb(p_fit, y_fit, p_eval, bins=15):
+    from netcal.binning import HistogramBinning
+    hb = HistogramBinning(bins=bins, independent_probabilities=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        hb.fit(p_fit, y_fit)
+        return hb.transform(p_eval)
+
+
+def peer_ir_sklearn(p_fit, y_fit, p_eval):
+    from sklearn.isotonic import IsotonicRegression
+    out = np.empty_like(p_eval)
+    for c in range(p_fit.shape[1]):
+        ir = IsotonicRegression(out_of_bounds="clip", y_min=0, y_max=1)
+        ir.fit(p_fit[:, c], (y_fit == c).astype(np.float64))
+        out[:, c] = ir.predict(p_eval[:, c])
+    return out
+
+
+def peer_ir_netcal(p_fit, y_fit, p_eval):
+    from netcal.binning import IsotonicRegression
+    ir = IsotonicRegression(independent_probabilities=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ir.fit(p_fit, y_fit)
+        return ir.transform(p_eval)
+
+
+def peer_metric_pass(p, z, y, k):
+    """One evaluation of every metric by the peers: what each of the 1000 resamples would cost them."""
+    import relplot
+    from netcal.metrics import ACE
+    from sklearn.metrics import log_loss
+    conf, pred = p.max(1)
+    correct = (pred == y).double().numpy()
+    peer_ece_torchmetrics(z, y, k)
+    peer_ece_torchmetrics(z, y, k, norm="max")
+    peer_ece_torchmetrics(z, y, k, norm="l2")
+    ACE(bins=15).measure(p.numpy(), y.numpy())
+    log_loss(y.numpy(), p.numpy(), labels=np.arange(k))
+    onehot = np.zeros(p.shape)
+    onehot[np.arange(len(y)), y.numpy()] = 1
+    brier = ((p.numpy() - onehot) ** 2).sum(1)
+    relplot.smECE(conf.numpy(), correct)
+    if len(y) <= 50_000:
+        peer_dense_diagram(conf.double().numpy(), correct, brier)
+
+
+# ------------------------------------------------------------------------------------------------------ suite
+
+def bench_size(n: int, k: int, tmp: str, timer: Timer, n_boot: int, rows: list[Row], print_row) -> None:
+    size = f"{n:,} x {k:,}"
+    path = os.path.join(tmp, f"bench-{n}-{k}.h5")
+    synthetic.write(path, {"val": n, "test": n}, k, "float32", seed=1)
+    R = timer.repeats
+
+    def add(task, ours, peer="", peer_s=None, agree="", note=""):
+        row = Row(size, task, ours, peer, peer_s, agree, note)
+        rows.append(row)
+        print_row(row)
+
+    # Loading: calibview's validated read vs a bare h5py read of the same dataset (the floor).
+    def bare():
+        with h5py.File(path, "r") as f:
+            return f[f"/{RUN}/test/logits"][...]
+    t_floor, raw, _ = timer(bare)
+    t_read, data, _ = timer(lambda: read_split(path, RUN, "test"))
+    add("load a split (validated)", t_read, "bare h5py ds[...] (floor)", t_floor,
+        "identical" if np.array_equal(raw, data.scores) else "DIFFERENT")
+    z, y = torch.from_numpy(raw), torch.from_numpy(data.labels.copy())
+    val = read_split(path, RUN, "val")
+    zv, yv = torch.from_numpy(val.scores.copy()), torch.from_numpy(val.labels.copy())
+
+    # Top-label ECE from logits.
+    def ours_ece():
+        conf, correct = top_label(z, y)
+        return binned_metrics(conf, correct, 15)["ece"]
+    t_ours, e_ours, _ = timer(ours_ece)
+    t_tm, e_tm, r_tm = timer(lambda: peer_ece_torchmetrics(z, y, k))
+    add("top-label ECE from logits (15 bins)", t_ours, "torchmetrics multiclass_calibration_error", t_tm,
+        f"|diff| {abs(e_ours - e_tm):.1e}", once(r_tm, R))
+    t_nc, e_nc, r_nc = timer(lambda: peer_ece_netcal(z, y))
+    add("top-label ECE from logits (15 bins)", t_ours, "netcal ECE (+ softmax)", t_nc,
+        f"|diff| {abs(e_ours - e_nc):.1e}", once(r_nc, R))
+
+    # SmoothECE and the diagram, on the uncalibrated test split.
+    conf, correct = top_label(z, y)
+    lp = torch.log_softmax(z.double(), 1)
+    brier = ((lp.exp() ** 2).sum(1) - 2 * lp.gather(1, y[:, None])[:, 0].exp() + 1).numpy()
+    del lp
+    import relplot
+    t_ours, v_ours, _ = timer(lambda: smoothing.smece(conf, correct)[0])
+    t_rp, v_rp, r_rp = timer(lambda: relplot.smECE(conf, correct))
+    add("SmoothECE", t_ours, "relplot 1.0.3 smECE", t_rp, f"|diff| {abs(v_ours - v_rp):.1e}", once(r_rp, R))
+
+    def ours_diagram():
+        stats = smoothing.bin_stats(conf, correct, brier)
+        smoothing.sharpness_curve(stats, 0.05)
+        return smoothing.cal_tot(conf, correct, brier, 0.05)
+    t_ours, (cal, tot), _ = timer(ours_diagram)
+    if n <= 50_000:
+        t_sc, (cal_p, tot_p), r_sc = timer(lambda: peer_dense_diagram(conf, correct, brier))
+        add("diagram: CAL, TOT, curve at h = 0.05", t_ours, "sharpcal dense formula (float32 torch)", t_sc,
+            f"CAL {cal:.3e} vs {cal_p:.3e}", once(r_sc, R))
+    else:
+        add("diagram: CAL, TOT, curve at h = 0.05", t_ours, "sharpcal dense formula", None, "",
+            f"peer not run: O(N^2) = {n * n:.0e} kernel terms")
+
+    # Temperature scaling fit on the val split.
+    t_ours, (temp, passes, _), _ = timer(lambda: calib.fit_temperature(zv, yv))
+    nll = lambda t: float(torch.nn.functional.cross_entropy(zv.double() / t, yv))      # noqa: E731
+    t_lb, lb, r_lb = timer(lambda: peer_lbfgs(zv, yv))
+    t_lb_temp = float(lb[0])
+    add("temperature scaling fit", t_ours, "torch LBFGS lr=0.01 max_iter=50", t_lb,
+        f"T {temp:.4f} vs {t_lb_temp:.4f}, NLL +{nll(t_lb_temp) - nll(temp):.1e}", once(r_lb, R))
+    try:
+        t_sc, sc_temp, r_sc = timer(lambda: peer_sharpcal_ts(zv, yv))
+        add("temperature scaling fit", t_ours, "sharpcal TemperatureScaler", t_sc,
+            f"T {temp:.4f} vs {sc_temp:.4f}, NLL +{nll(sc_temp) - nll(temp):.1e}", once(r_sc, R))
+    except ImportError:
+        add("temperature scaling fit", t_ours, "sharpcal TemperatureScaler", None, "", "sharpcal not installed")
+
+    # Vector and matrix scaling: one objective + gradient evaluation (an L-BFGS iteration's cost).
+    for matrix, name in ((False, "vector"), (True, "matrix")):
+        if matrix and k * k > cs.MAX_MATRIX_PARAMS:
+            add(f"{name} scaling, per iteration", None, "", None, "",
+                f"refused: K^2 = {k * k:,} parameters > {cs.MAX_MATRIX_PARAMS:,}")
+            continue
+        x = zv.double()
+        obj = cs._Objective(x, yv, matrix, "odir" if matrix else None, 1e-3, 1e-3)
+        eye = torch.eye(k, dtype=torch.float64) if matrix else torch.ones(k, dtype=torch.float64)
+        theta = obj.from_model(eye, torch.zeros(k, dtype=torch.float64))
+        t_ours, (f_ours, _, _), _ = timer(lambda: obj(theta))
+        lin = torch.nn.Linear(k, k) if matrix else None
+
+        def autograd():
+            if matrix:
+                lin.zero_grad()
+                loss = torch.nn.functional.cross_entropy(lin(zv), yv)
+            else:
+                w = torch.ones(k, requires_grad=True)
+                b = torch.zeros(k, requires_grad=True)
+                loss = torch.nn.functional.cross_entropy(zv * w + b, yv)
+            loss.backward()
+            return float(loss.detach())
+        t_ag, _, r_ag = timer(autograd)
+        add(f"{name} scaling, per iteration", t_ours, "torch autograd forward+backward (float32)", t_ag, "",
+            "ours float64" + (", " + once(r_ag, R) if once(r_ag, R) else ""))
+        del obj, x
+
+    # Histogram binning and isotonic regression: fit on val, apply to test.
+    p_fit, p_eval = cb.probabilities(zv).numpy(), cb.probabilities(z).numpy()
+
+    def ours_binning(name):
+        fitted = calib.fit(name, zv, yv)
+        return cb.one_vs_rest(fitted, z).numpy()
+    t_ours, hb_ours, _ = timer(lambda: ours_binning("hb"))
+    t_p, hb_peer, r_p = timer(lambda: peer_hb(p_fit, yv.numpy(), p_eval))
+    add("histogram binning fit + apply", t_ours, "netcal HistogramBinning", t_p,
+        f"max |diff| {np.nanmax(np.abs(hb_ours - hb_peer)):.1e}", once(r_p, R))
+    t_ours, ir_ours, _ = timer(lambda: ours_binning("ir"))
+    t_p, ir_peer, r_p = timer(lambda: peer_ir_sklearn(p_fit, yv.numpy(), p_eval))
+    add("isotonic regression fit + apply", t_ours, "sklearn IsotonicRegression per class", t_p,
+        f"max |diff| {np.abs(ir_ours - ir_peer).max():.1e}", once(r_p, R))
+    if k <= 1000:
+        t_p, ir_peer, r_p = timer(lambda: peer_ir_netcal(p_fit, yv.numpy(), p_eval))
+        add("isotonic regression fit + apply", t_ours, "netcal IsotonicRegression", t_p,
+            f"max |diff| {np.abs(ir_ours - ir_peer).max():.1e}", once(r_p, R))
+    del hb_ours, hb_peer, ir_ours, ir_peer
+
+    # The whole report vs the peers doing the same jobs.
+    cals = ("none", "ts", "vs", "hb", "ir")
+    req = EvalRequest(file=path, run=RUN, calibrators=cals, n_boot=n_boot)
+    t_ours, ev, r_ours = timer(lambda: evaluate(req), warm=False)
+    p = torch.softmax(z.double(), 1)
+    t_metrics, _, _ = timer(lambda: peer_metric_pass(p, z, y, k))
+    t_fits = (t_lb + timer(lambda: peer_lbfgs(zv, yv, "vector"))[0]
+              + timer(lambda: peer_hb(p_fit, yv.numpy(), p_eval))[0]
+              + timer(lambda: peer_ir_sklearn(p_fit, yv.numpy(), p_eval))[0])
+    peer_sum = t_fits + len(cals) * (n_boot + 1) * t_metrics
+    add(f"report {','.join(cals)}, all metrics, {n_boot} resamples", t_ours,
+        "peer sum: fits + 5 x (1 + resamples) metric passes", peer_sum, "",
+        f"peer sum extrapolated: one metric pass {ms(t_metrics)}; ours {once(r_ours, R) or 'median'}")
+
+    # The none+ts report (every metric, no intervals) against its floor.
+    req = EvalRequest(file=path, run=RUN, calibrators=("none", "ts"), n_boot=0)
+    t_ours, ev, _ = timer(lambda: evaluate(req))
+    rows_per = cs._CHUNK_ELEMS // k or 1
+
+    def one_pass():
+        for i in range(0, n, rows_per):
+            torch.log_softmax(z[i:i + rows_per].double(), 1)
+    t_pass, _, _ = timer(one_pass)
+    passes = ev.result("ts").fitted.params["passes"]
+    floor = 2 * t_floor + (passes + 2) * t_pass
+    add("report none,ts, all metrics, no intervals", t_ours, f"floor: read 2 splits + {passes + 2} passes", floor,
+        "", f"{t_ours / floor:.1f}x the floor (one log-softmax pass {ms(t_pass)}; TS used {passes})")
+    os.remove(path)
+
+
+def bandwidth_rows(rows: list[Row], print_row, sizes=(1_000_000, 10_000_000)) -> None:
+    rng = np.random.default_rng(1)
+    for n in sizes:
+        c = rng.beta(5, 1, n)
+        a = (rng.random(n) < c ** 1.3).astype(float)
+        t = time.perf_counter()
+        stats = smoothing.bin_stats(c, a, (c - a) ** 2)
+        t_bin = time.perf_counter() - t
+        times = []
+        for h in np.geomspace(0.005, 0.5, 200):
+            t = time.perf_counter()
+            smoothing.sharpness_curve(stats, float(h))
+            times.append(time.perf_counter() - t)
+        row = Row(f"{n:,} samples", "bandwidth change (median of 200)", statistics.median(times), "", None, "",
+                  f"max {ms(max(times))}; binning once {ms(t_bin)}")
+        rows.append(row)
+        print_row(row)
+
+
+def memory_row(rows: list[Row], print_row, tmp: str, n=50_000, k=1000) -> None:
+    """Peak RSS of a none+ts report (1000 resamples) in a fresh process, above the process's size after imports."""
+    path = os.path.join(tmp, "memory.h5")
+    synthetic.write(path, {"val": n, "test": n}, k, "float32", seed=2)
+    # VmHWM (the process's own high-water mark) rather than ru_maxrss, which a child inherits from its parent
+    code = ("import sys; from calibview.core.evaluate import EvalRequest, evaluate\n"
+            "hwm = lambda: [int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmHWM')][0]\n"
+            "base = hwm()\n"
+            f"evaluate(EvalRequest(file=sys.argv[1], run='{RUN}', calibrators=('none', 'ts'), n_boot=1000))\n"
+            "print(base, hwm())")
+    out = subprocess.run([sys.executable, "-c", code, path], capture_output=True, text=True, check=True)
+    base, peak = (int(v) * 1024 for v in out.stdout.split())
+    logits = 2 * n * k * 4
+    row = Row(f"{n:,} x {k:,}", "peak memory, report none,ts, 1000 resamples", None,
+              "logits of val + test", None, f"{(peak - base) / logits:.2f}x the logits",
+              f"{(peak - base) / 1e6:.0f} MB above the {base / 1e6:.0f} MB of a process that imported "
+              f"calibview; logits {logits / 1e6:.0f} MB; total peak {peak / 1e6:.0f} MB")
+    rows.append(row)
+    print_row(row)
+    os.remove(path)
+
+
+def machine() -> str:
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
+    return (f"{platform.machine()}, {os.cpu_count()} cores, {platform.system()}, Python {platform.python_version()}, "
+            f"torch {torch.__version__} ({torch.get_num_threads()} threads), {gpu}")
+
+
+def to_markdown(rows: list[Row], header: str) -> str:
+    lines = [header, "", "| " + " | ".join(HEAD) + " |", "|" + "---|" * len(HEAD)]
+    lines += ["| " + " | ".join(c.replace("|", "\\|") for c in r.cells()) + " |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default=None, help="comma-separated NxK, e.g. 50000x1000 (default: all four)")
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--slow", type=float, default=10.0, help="a run longer than this (s) is not repeated")
+    ap.add_argument("--n-boot", type=int, default=1000)
+    ap.add_argument("--quick", action="store_true", help="tiny sizes, one repeat, 50 resamples")
+    ap.add_argument("--markdown", default=None, help="also write the table to this Markdown file")
+    ap.add_argument("--json", default=None, help="also write the rows as JSON")
+    a = ap.parse_args(argv)
+    if a.quick:
+        sizes, a.repeats, a.n_boot = QUICK, 1, 50
+    elif a.sizes:
+        sizes = tuple(tuple(int(float(v)) for v in s.lower().split("x")) for s in a.sizes.split(","))
+    else:
+        sizes = SIZES
+    torch.set_num_threads(os.cpu_count() or 1)
+    header = f"calibview benchmark, {time.strftime('%Y-%m-%d')}: {machine()}; median of {a.repeats}"
+    print(header)
+    widths = [16, 44, 10, 46, 10, 8, 34]
+    print("  ".join(h.ljust(w) for h, w in zip(HEAD, widths + [0])))
+
+    def print_row(r: Row) -> None:
+        print("  ".join(c.ljust(w) for c, w in zip(r.cells(), widths + [0])), flush=True)
+    rows: list[Row] = []
+    timer = Timer(a.repeats, a.slow)
+    with tempfile.TemporaryDirectory() as tmp:
+        for n, k in sizes:
+            bench_size(n, k, tmp, timer, a.n_boot, rows, print_row)
+        bandwidth_rows(rows, print_row, (20_000, 200_000) if a.quick else (1_000_000, 10_000_000))
+        memory_row(rows, print_row, tmp, *((5000, 100) if a.quick else (50_000, 1000)))
+    print(f"peak RSS of this benchmark process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3:.0f} MB")
+    if a.markdown:
+        with open(a.markdown, "w") as f:
+            f.write(to_markdown(rows, header))
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"header": header, "rows": [r.__dict__ for r in rows]}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
