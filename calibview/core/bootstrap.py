@@ -98,13 +98,19 @@ class Resampler:
         for i, start in enumerate(range(0, self.n_boot, self.block)):
             rows = min(self.block, self.n_boot - start)
             gen = torch.Generator(device="cpu").manual_seed(self.seed * 1_000_003 + i)
-            idx = torch.randint(0, m, (rows, m), generator=gen, dtype=torch.int64)
             counts = torch.zeros((rows, m), dtype=torch.float32)
-            counts.scatter_add_(1, idx, torch.ones((1, 1), dtype=torch.float32).expand(rows, m))
+            # 16 rows of draws at a time (the same stream as one call): the int64 indices are 2x the counts
+            for r in range(0, rows, 16):
+                part = min(16, rows - r)
+                idx = torch.randint(0, m, (part, m), generator=gen, dtype=torch.int64)
+                counts[r:r + part].scatter_add_(1, idx, torch.ones((1, 1), dtype=torch.float32).expand(part, m))
             del idx
             totals = (np.full(rows, float(self.n)) if self.sizes is None else
                       (counts.double() @ self.sizes).numpy())
-            yield ResampleBlock(counts.to(self.device), self.units, totals)
+            block = ResampleBlock(counts.to(self.device), self.units, totals)
+            del counts
+            yield block
+            del block                   # the generator's frame must not keep the last block alive
 
 
 class ResampleBlock:
@@ -378,6 +384,7 @@ def run_bootstrap(boots: list[MetricBootstrap], resampler: Resampler, *, progres
             for boot in boots:
                 check_cancel(cancel)
                 boot.update(block)
+            del block                   # before the next block is drawn, not after
             _report_block(progress, resampler, (i + 1) / total, i)
         for boot in boots:
             boot.release()

@@ -185,16 +185,15 @@ def evaluate(req: EvalRequest, *, progress=None, cancel: Optional[threading.Even
 
     try:
         with torch.inference_mode():
-            ev_scores, ev_labels = open_split(req.eval_split, (0.0, 0.1))
+            # Fit everything first, on the fit split alone: it leaves memory before the evaluation split is read,
+            # so only one split is ever held at a time.
             fit_scores = fit_labels = None
             if needs_fit:
-                fit_scores, fit_labels = ((ev_scores, ev_labels) if req.fit_split == req.eval_split else
-                                          open_split(req.fit_split, (0.1, 0.15)))
+                fit_scores, fit_labels = open_split(req.fit_split, (0.0, 0.1))
             timings["read"] = time.perf_counter() - t0
-            n, k = ev_scores.shape
+            n, k = run.split(req.eval_split).n, run.k
             n_fit = 0 if fit_scores is None else int(fit_scores.shape[0])
             n_bins = resolve_bins(req.bins, n)
-            # Fit everything first, so the fit split can leave memory before the evaluation split is scored.
             fitted_all = []
             n_cal = len(req.calibrators)
             for i, name in enumerate(req.calibrators):
@@ -202,7 +201,7 @@ def evaluate(req: EvalRequest, *, progress=None, cancel: Optional[threading.Even
                 t1 = time.perf_counter()
                 span = (0.15 + 0.2 * i / n_cal, 0.15 + 0.2 * (i + 1) / n_cal)
                 if name == "none":
-                    fitted = calib.fit("none", ev_scores[0:1], ev_labels[0:1])
+                    fitted = calib.Fitted(method="none", k=k, params={})
                 else:
                     fitted = calib.fit(name, fit_scores, fit_labels, options=req.options_for(name),
                                        progress=prog(span[0], span[1]), cancel=cancel,
@@ -210,11 +209,17 @@ def evaluate(req: EvalRequest, *, progress=None, cancel: Optional[threading.Even
                                                  "n": n_fit})
                 fitted_all.append(fitted)
                 timings[f"fit:{name}"] = time.perf_counter() - t1
+            if req.fit_split == req.eval_split:
+                ev_scores, ev_labels = fit_scores, fit_labels
             fit_scores = fit_labels = None         # noqa: F841  (frees the fit split)
+            if req.fit_split != req.eval_split or not needs_fit:
+                t1 = time.perf_counter()
+                ev_scores, ev_labels = open_split(req.eval_split, (0.35, 0.4))
+                timings["read"] += time.perf_counter() - t1
 
             t1 = time.perf_counter()
             partial, boots = _score(req, ev_scores, ev_labels, fitted_all, n_bins, device,
-                                    prog(0.35, 0.6), cancel, timings)
+                                    prog(0.4, 0.6), cancel, timings)
             timings["metrics"] = time.perf_counter() - t1
             ev_scores = None                       # noqa: F841  (only the per-sample statistics are needed now)
             stream.trim_heap()
