@@ -155,15 +155,13 @@ class StreamedSplit:
         start, stop, _ = index.indices(self.shape[0])
         stop = max(start, stop)
         trim_heap()             # the previous chunk's temporaries are gone by now
-        out_dtype = np.float64 if self.dtype == torch.float64 and self.kind == "logits" else None
         parts = []
         for file, info, first, last in self._segments:
             a, b = max(start, first), min(stop, last)
             if a >= b:
                 continue
             sds, _ = self._datasets(file, info)
-            dtype = out_dtype or lg._out_dtype(sds.dtype)
-            block = np.empty((b - a, self.shape[1]), dtype)
+            block = np.empty((b - a, self.shape[1]), lg._out_dtype(sds.dtype))
             staging = np.empty((b - a, self.shape[1]), sds.dtype) if sds.dtype.itemsize < 4 else None
             lg._read_rows(sds, block, a - first, b - first, 0, staging, file)
             check = lg._ScoreCheck(file, sds.name, info.kind, sds.dtype)
