@@ -263,7 +263,8 @@ class MetricBootstrap:
     """
 
     def __init__(self, stats: SampleStats, classwise: ClasswiseFeatures, *, n_bins: int, bandwidth: float,
-                 kernel: str, device: torch.device, units: Optional[torch.Tensor] = None) -> None:
+                 kernel: str, device: torch.device, units: Optional[torch.Tensor] = None, tick=None) -> None:
+        tick = tick or (lambda: None)          # a cancel check between the parts (~1 s in all on 2M samples)
         self.stats, self.n_bins, self.bandwidth, self.kernel = stats, n_bins, bandwidth, kernel
         self.device, self.units = device, units
         n, b = stats.n, n_bins
@@ -277,6 +278,7 @@ class MetricBootstrap:
         em = np.empty_like(group)
         em[order] = group
         del order, group
+        tick()
         self.n_mass = int(group_count(em))
         m = self.n_mass
 
@@ -295,12 +297,14 @@ class MetricBootstrap:
             # summed per group in slices of rows, so the (N, F) matrix never exists
             grouped = torch.zeros((int(units.max()) + 1, 5 + 3 * b + 3 * m), dtype=torch.float64)
             for a in range(0, n, _FEATURE_ROWS):
+                tick()
                 z = min(n, a + _FEATURE_ROWS)
                 grouped.index_add_(0, units[a:z].cpu(), torch.from_numpy(features(a, z)))
             feats = grouped.numpy()
             self.base = feats.sum(axis=0)
         self.feats = torch.from_numpy(feats).to(device=device, dtype=torch.float32)
         del feats
+        tick()
         self.cw_dtype = classwise.dtype
         self.cw_dense = classwise.dense
         self.cw_cells, self.cw_sparse_t = classwise.sparse_t()
@@ -315,8 +319,10 @@ class MetricBootstrap:
         """Free the per-sample helpers once every block has been added (they are rebuilt if needed)."""
         self._helpers.clear()
 
-    def update(self, block: ResampleBlock) -> None:
-        """Add the metrics of a block of resamples."""
+    def update(self, block: ResampleBlock, tick=None) -> None:
+        """Add the metrics of a block of resamples; ``tick()`` (a cancel check) is called between its parts,
+        which take up to a second each on millions of samples."""
+        tick = tick or (lambda: None)
         b, m = self.n_bins, self.n_mass
         n = block.totals                                                             # (R_b,) resample sizes
         sums = (block.fluct @ self.feats).double().cpu().numpy() + self.base        # (R_b, F)
@@ -342,9 +348,11 @@ class MetricBootstrap:
             cells = self.cw_base_cells[:, None] + fl                                     # (cells, R_b)
             total += cells.abs().sum(dim=0)
         out["classwise_ece"] = total.double().cpu().numpy() / (n * self.stats.k)
+        tick()
         panels = block.panels()
         out["smece"] = smoothing.smece_resampled(self.stats.conf, self.stats.correct, panels=panels,
                                                  store=self._helpers).numpy()
+        tick()
         cal, tot = smoothing.cal_resampled(self.stats.conf, self.stats.correct, self.stats.brier,
                                            bandwidth=self.bandwidth, kernel=self.kernel, panels=panels,
                                            totals=n, store=self._helpers)
@@ -383,7 +391,7 @@ def run_bootstrap(boots: list[MetricBootstrap], resampler: Resampler, *, progres
             check_cancel(cancel)
             for boot in boots:
                 check_cancel(cancel)
-                boot.update(block)
+                boot.update(block, lambda: check_cancel(cancel))
             del block                   # before the next block is drawn, not after
             _report_block(progress, resampler, (i + 1) / total, i)
         for boot in boots:
@@ -392,7 +400,7 @@ def run_bootstrap(boots: list[MetricBootstrap], resampler: Resampler, *, progres
     for j, boot in enumerate(boots):
         for i, block in enumerate(resampler.blocks()):
             check_cancel(cancel)
-            boot.update(block)
+            boot.update(block, lambda: check_cancel(cancel))
             del block
             trim_heap()
             _report_block(progress, resampler, (j + (i + 1) / total) / len(boots), i,

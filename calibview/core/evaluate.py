@@ -278,9 +278,11 @@ def _score(req: EvalRequest, scores, labels: torch.Tensor, fitted_all: list, n_b
         t1 = time.perf_counter()
         stats = acc.result(labels)
         point = _point_metrics(stats, n_bins, req)
+        check_cancel(cancel)
         if req.n_boot:
+            report(progress, 1.0, f"preparing the bootstrap of {fitted.label}")
             boots.append(MetricBootstrap(stats, cw, n_bins=n_bins, bandwidth=req.bandwidth, kernel=req.kernel,
-                                         device=device, units=units))
+                                         device=device, units=units, tick=lambda: check_cancel(cancel)))
         partial.append((fitted.method, fitted, stats, point, float((stats.pred != base_pred).mean())))
         timings[f"metrics:{fitted.method}"] = time.perf_counter() - t1
     accs.clear()
