@@ -25,4 +25,6 @@ def test_benchmark_suite_runs_quick(tmp_path):
     diffs = [r for r in rows if r["agree"].startswith(("|diff|", "max |diff|"))]
     assert len(diffs) >= 10
     for r in diffs:
-        assert float(r["agree"].split("|diff| ")[1]) < 1e-6, r
+        # torchmetrics bins float32 confidences (RESULTS.md): a sample near a bin edge can land in the next bin
+        tol = 1e-4 if r["peer"].startswith("torchmetrics") else 1e-6
+        assert float(r["agree"].split("|diff| ")[1]) < tol, r
