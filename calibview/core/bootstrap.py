@@ -167,10 +167,6 @@ class ResampleBlock:
         return self._cache[key]
 
 
-def group_count(groups: np.ndarray) -> int:
-    return int(groups.max()) + 1 if groups.size else 0
-
-
 def _onehot_features(index: np.ndarray, n_cols: int, columns: list[np.ndarray]) -> np.ndarray:
     """(N, len(columns) * n_cols): for each feature vector x, x placed in the column of each sample's bin."""
     n = index.shape[0]
@@ -277,10 +273,9 @@ class MetricBootstrap:
         order, group = equal_mass_order(stats.conf, b)
         em = np.empty_like(group)
         em[order] = group
+        self.n_mass = m = int(group[-1]) + 1 if group.size else 0
         del order, group
         tick()
-        self.n_mass = int(group_count(em))
-        m = self.n_mass
 
         def features(a: int, z: int) -> np.ndarray:
             one = np.ones(z - a)

@@ -26,7 +26,7 @@ from .bootstrap import (ClasswiseFeatures, Interval, MetricBootstrap, Resampler,
                         run_bootstrap)
 from .errors import CalibviewError, check_cancel, report
 from .metrics import (METRIC_NAMES, BinTable, binned_metrics, classwise_ece, equal_width_table,
-                      StatsAccumulator, per_class_accuracy, resolve_bins, wilson_interval)
+                      StatsAccumulator, chunk_rows, per_class_accuracy, resolve_bins, wilson_interval)
 
 KERNELS = ("gaussian", "epanechnikov")
 
@@ -244,15 +244,6 @@ def evaluate(req: EvalRequest, *, progress=None, cancel: Optional[threading.Even
                       elapsed_s=time.perf_counter() - t0, timings=MappingProxyType(timings))
 
 
-#: float64 bytes per (rows, K) temporary when a split is scored: 16 MB. Temporaries near glibc's 32 MB mmap
-#: threshold fragment the heap (the peak memory of a 50,000 x 1,000 report rose by 0.5 GB with 4,096-row chunks).
-EVAL_CHUNK_BYTES = 16 << 20
-
-
-def eval_rows(k: int) -> int:
-    return max(16, min(4096, EVAL_CHUNK_BYTES // (8 * max(k, 1))))
-
-
 def _score(req: EvalRequest, scores, labels: torch.Tensor, fitted_all: list, n_bins: int, device: torch.device,
            progress, cancel, timings: dict) -> tuple[list[tuple], list[MetricBootstrap]]:
     """One pass over the evaluation split (in memory or streamed from disk) for all calibrators at once: per-sample
@@ -263,7 +254,7 @@ def _score(req: EvalRequest, scores, labels: torch.Tensor, fitted_all: list, n_b
     cws = [ClasswiseFeatures(n, k, n_bins, device, units) if req.n_boot else None for _ in fitted_all]
     base_pred = torch.empty(n, dtype=torch.int64, device=device)
     chunks = (scores.chunks() if stream.is_streamed(scores) else
-              stream.tensor_chunks(scores, labels, eval_rows(k)))
+              stream.tensor_chunks(scores, labels, chunk_rows(k)))
     for start, z, y in chunks:
         check_cancel(cancel)
         base_pred[start:start + z.shape[0]] = z.argmax(dim=1)
@@ -285,7 +276,6 @@ def _score(req: EvalRequest, scores, labels: torch.Tensor, fitted_all: list, n_b
                                          device=device, units=units, tick=lambda: check_cancel(cancel)))
         partial.append((fitted.method, fitted, stats, point, float((stats.pred != base_pred).mean())))
         timings[f"metrics:{fitted.method}"] = time.perf_counter() - t1
-    accs.clear()
     return partial, boots
 
 

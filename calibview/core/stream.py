@@ -31,7 +31,7 @@ from .errors import CalibviewError
 #: default ``max_memory``: splits larger than this in memory are streamed from disk (2 GiB)
 DEFAULT_MAX_MEMORY = 2 << 30
 #: rows per read when streaming: about this many bytes of float32 scores per chunk (the float64 temporaries of
-#: a chunk are then 16 MB; see calibview.core.evaluate.EVAL_CHUNK_BYTES)
+#: a chunk are then 16 MB; see calibview.core.metrics.CHUNK_BYTES)
 STREAM_CHUNK_BYTES = 8 << 20
 
 
@@ -224,12 +224,10 @@ def subsample(scores, labels: torch.Tensor, m: int, seed: int = 0) -> tuple[torc
     return z, y
 
 
-def require_in_memory(label: str, scores, max_memory: Optional[int] = None) -> None:
+def require_in_memory(label: str, scores) -> None:
     """Refuse a calibrator that needs the whole fit split at once when that split is streamed."""
     if is_streamed(scores):
-        need = memory_bytes(scores.info)
-        limit = f" (--max-memory {human(max_memory)})" if max_memory else ""
         raise CalibviewError(
             f"{label} needs the whole fit split in memory, but {scores.info.name} ({scores.shape[0]:,} x "
-            f"{scores.shape[1]:,}) takes {human(need)}, more than the memory allowed{limit}; fit it on a smaller "
-            f"split, raise --max-memory, or use temperature or vector scaling, which stream from disk.")
+            f"{scores.shape[1]:,}) takes {human(memory_bytes(scores.info))}, more than the memory allowed; fit it "
+            f"on a smaller split, raise --max-memory, or use temperature or vector scaling, which stream from disk.")
