@@ -38,7 +38,8 @@ import torch
 from . import smoothing
 from .errors import check_cancel
 from .stream import trim_heap
-from .metrics import (SampleStats, debiased_from_sums, ece_from_sums, equal_mass_order, equal_width_bin)
+from .metrics import (SampleStats, StatsAccumulator, debiased_from_sums, ece_from_sums, equal_mass_order,
+                      equal_width_bin)
 
 
 @dataclass(frozen=True)
@@ -92,8 +93,8 @@ class Resampler:
     def __len__(self) -> int:
         return (self.n_boot + self.block - 1) // self.block if self.n_boot else 0
 
-    def blocks(self) -> Iterator["ResampleBlock"]:
-        """Yield blocks of resamples; the same seed gives the same resamples on every device."""
+    def _generated(self) -> Iterator[torch.Tensor]:
+        """(rows, units) float32 counts of consecutive blocks, drawn from the seeded stream."""
         m = self.n_units
         for i, start in enumerate(range(0, self.n_boot, self.block)):
             rows = min(self.block, self.n_boot - start)
@@ -105,7 +106,29 @@ class Resampler:
                 idx = torch.randint(0, m, (part, m), generator=gen, dtype=torch.int64)
                 counts[r:r + part].scatter_add_(1, idx, torch.ones((1, 1), dtype=torch.float32).expand(part, m))
             del idx
-            totals = (np.full(rows, float(self.n)) if self.sizes is None else
+            yield counts
+            del counts
+
+    def counts_matrix(self) -> torch.Tensor:
+        """All resamples at once as an (n_boot, units) uint8 CPU tensor (a draw count above 255 has probability
+        ~1e-300 even for millions of units; it is checked). The evaluation keeps this matrix while it scores, so
+        per-chunk consumers see every resample's counts of the chunk's rows."""
+        out = torch.empty((self.n_boot, self.n_units), dtype=torch.uint8)
+        for start, counts in zip(range(0, self.n_boot, self.block), self._generated()):
+            if counts.numel() and float(counts.max()) > 255:
+                raise RuntimeError("a bootstrap draw count exceeded 255")
+            out[start:start + counts.shape[0]] = counts.to(torch.uint8)
+        return out
+
+    def blocks(self, matrix: Optional[torch.Tensor] = None) -> Iterator["ResampleBlock"]:
+        """Yield blocks of resamples; the same seed gives the same resamples on every device. ``matrix`` (from
+        :meth:`counts_matrix`) serves the blocks from memory instead of drawing them again."""
+        if matrix is None:
+            source = self._generated()
+        else:
+            source = (matrix[a:a + self.block].to(torch.float32) for a in range(0, self.n_boot, self.block))
+        for counts in source:
+            totals = (np.full(counts.shape[0], float(self.n)) if self.sizes is None else
                       (counts.double() @ self.sizes).numpy())
             block = ResampleBlock(counts.to(self.device), self.units, totals)
             del counts
@@ -167,6 +190,192 @@ class ResampleBlock:
         return self._cache[key]
 
 
+
+def percentile_interval(values: np.ndarray, level: float = 0.95) -> Interval:
+    """Percentile interval of a bootstrap distribution (``level`` in (0, 1))."""
+    alpha = (1.0 - level) / 2.0
+    v = np.asarray(values, dtype=np.float64)
+    if np.isinf(v).any():
+        # np.percentile interpolates inf - inf into NaN: order statistics instead.
+        v = np.sort(v)
+        return Interval(float(v[int(np.floor(alpha * (len(v) - 1)))]),
+                        float(v[int(np.ceil((1 - alpha) * (len(v) - 1)))]))
+    lo, hi = np.percentile(v, [100 * alpha, 100 * (1 - alpha)])
+    return Interval(float(lo), float(hi))
+
+
+def mixed_classes(stats: SampleStats, n_bins: int) -> np.ndarray:
+    """The classes whose first class-wise bin (p_k <= 1/B) holds one of their own samples: the only ones whose
+    first-bin sum ``sum_i w_i (p_ik - y_ik)`` can change sign between resamples. Every other class has only
+    entries p_ik >= 0 there, so its |sum| is the sum itself, linear in the resample counts (see
+    :class:`ClasswiseBootstrap`)."""
+    edge = np.linspace(0.0, 1.0, n_bins + 1)[1]
+    p_label = np.exp(-stats.nll)                  # the same float64 value StatsAccumulator binned
+    return np.unique(stats.labels[~(p_label > edge)])
+
+
+class ClasswiseBootstrap:
+    """The bootstrap distribution of class-wise ECE of one calibrator for several bin counts, accumulated while
+    the evaluation split is scored, so the (N, K) matrix of ``p - y`` never exists.
+
+    Class-wise ECE of resample r is ``sum_{k,b} |S_rkb| / (n_r K)`` with ``S_rkb = sum_i w_ri (p_ik - y_ik)`` over
+    the entries in bin b of class k. The entries above 1/B (fewer than B per row) are kept sparse by
+    :class:`StatsAccumulator`; everything else sits in the first bin, whose per-class sums need the dense product
+    of the resample counts with ``p - y``: (R, N) @ (N, K) over chunks of rows, O(R K) memory. ``columns``
+    restricts that product to the classes that need it (:func:`mixed_classes`); the first-bin sums of all other
+    classes are non-negative in every resample, so their total is one extra column. With ``units`` the rows are
+    summed per group as they arrive ((units, K) memory) and multiplied at the end.
+
+    counts : (R, units) uint8 resample counts (:meth:`Resampler.counts_matrix`).
+    """
+
+    def __init__(self, counts: torch.Tensor, k: int, *, units: Optional[torch.Tensor] = None,
+                 columns: Optional[np.ndarray] = None, device: torch.device | str = "cpu") -> None:
+        self.device = torch.device(device)
+        self.counts, self.k, self.units = counts, k, units
+        self.r = counts.shape[0]
+        self.columns = None if columns is None else torch.from_numpy(np.asarray(columns, np.int64)).to(self.device)
+        width = k if columns is None else len(columns)
+        rows = self.r if units is None else counts.shape[1]
+        self._acc = torch.zeros((rows, width), dtype=torch.float32, device=self.device)
+        self._rest = torch.zeros(rows, dtype=torch.float64, device=self.device)
+        self._first: Optional[torch.Tensor] = None
+        # Rows are multiplied in fixed blocks of the split (not the caller's chunks), so the float32 sums do not
+        # depend on how the split was read, and the products are wide enough to be efficient at large K.
+        self.block_rows = max(64, min(4096, _BLOCK_BYTES // (4 * max(width, 1))))
+        self._buf = None if units is not None else torch.empty((self.block_rows, width), dtype=torch.float32,
+                                                                device=self.device)
+        self._buf_start = self._buf_fill = 0
+
+    @staticmethod
+    def nbytes(r: int, units: int, k: int, n_units: bool) -> int:
+        """Memory of the accumulator: (R, K) float32, or (units, K) float32 with units."""
+        return 4 * k * (units if n_units else r)
+
+    def add(self, start: int, lp: torch.Tensor, p: torch.Tensor, y: torch.Tensor) -> None:
+        """One chunk's probabilities ``p`` (rows, K) float64 (overwritten) and labels; the signature of
+        ``StatsAccumulator.add``'s on_chunk."""
+        stop = start + p.shape[0]
+        p[torch.arange(p.shape[0], device=p.device), y] -= 1.0                      # p - y
+        if self.columns is None:
+            dense, rest = p.to(torch.float32), None
+        else:
+            part = p[:, self.columns]
+            rest = p.sum(dim=1) - part.sum(dim=1)
+            dense = part.to(torch.float32)
+        if self.units is None:
+            if rest is not None:
+                f = self.counts[:, start:stop].to(device=self.device, dtype=torch.float64) - 1.0
+                self._rest += f @ rest
+            at = start
+            while at < stop:
+                if self._buf_fill == 0:
+                    self._buf_start = at
+                take = min(stop - at, self.block_rows - self._buf_fill,
+                           (at // self.block_rows + 1) * self.block_rows - at)
+                self._buf[self._buf_fill:self._buf_fill + take] = dense[at - start:at - start + take]
+                self._buf_fill += take
+                at += take
+                if at % self.block_rows == 0:
+                    self._flush()
+        else:
+            u = self.units[start:stop].to(self.device)
+            self._acc.index_add_(0, u, dense)
+            if rest is not None:
+                self._rest.index_add_(0, u, rest)
+
+    def _flush(self) -> None:
+        if self._buf_fill:
+            a, m = self._buf_start, self._buf_fill
+            f = self.counts[:, a:a + m].to(device=self.device, dtype=torch.float32) - 1.0
+            self._acc.addmm_(f, self._buf[:m])
+            self._buf_fill = 0
+
+    def _first_fluct(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """((R, width) float32, (R,) float64) fluctuations of the dense columns and of the rest."""
+        if self._first is None:
+            if self.units is None:
+                self._flush()
+                self._first = (self._acc, self._rest)
+            else:
+                f = self.counts.to(device=self.device, dtype=torch.float32) - 1.0
+                self._first = (f @ self._acc, f.double() @ self._rest)
+                del f
+            self._acc = self._rest = None
+        return self._first
+
+    def distribution(self, acc: StatsAccumulator, n_bins: int, totals: np.ndarray) -> np.ndarray:
+        """(R,) class-wise ECE of every resample for ``n_bins`` equal-width bins; ``totals`` (R,) resample sizes."""
+        k, b, dev = self.k, n_bins, self.device
+        base = torch.from_numpy(acc.classwise_sums(b)).to(dev)                       # (K, B) float64, exact
+        first, rest = self._first_fluct()
+        rows, cols, p, is_label = acc.entries()
+        edges = torch.from_numpy(np.linspace(0.0, 1.0, b + 1)).to(p.device)
+        big = p > edges[1]
+        rows, cols, p = rows[big].to(dev), cols[big].to(dev), p[big]
+        vals = (p - is_label[big].to(torch.float64)).to(dev)
+        bins = (torch.searchsorted(edges, p, side="left") - 1).clamp_(1, b - 1).to(dev)
+        unit = rows if self.units is None else self.units.to(dev)[rows]
+        dense_cols = (torch.arange(k, device=dev) if self.columns is None else self.columns)
+        slot = torch.full((k,), -1, dtype=torch.int64, device=dev)       # class -> column of the dense part
+        slot[dense_cols] = torch.arange(dense_cols.numel(), device=dev)
+        # Sparse rows: higher-bin cells (+v) and, for each entry, the first-bin correction (-v): into its class's
+        # dense column, or into the single "rest" row (id K * B) of the non-negative classes.
+        first_cell = torch.where(slot[cols] >= 0, cols * b, torch.full_like(cols, k * b))
+        cell_ids = torch.cat([cols * b + bins, first_cell])
+        units_all = torch.cat([unit, unit])
+        vals_all = torch.cat([vals, -vals]).to(torch.float32)
+        n_units = self.counts.shape[1]
+        fl_cells, cells = _sparse_fluct(cell_ids, units_all, vals_all, n_units, self.counts, dev)   # (cells, R)
+        is_first = (cells == k * b) | (cells % b == 0)
+        # dense first-bin columns: exact base + dense fluctuation + sparse corrections
+        f_dense = base[dense_cols, 0][None, :].float() + first
+        fc = cells[is_first & (cells != k * b)]
+        if fc.numel():
+            f_dense[:, slot[fc // b]] += fl_cells[is_first & (cells != k * b)].T
+        total = f_dense.abs().sum(dim=1).double()
+        if self.columns is not None:
+            rest_cols = torch.ones(k, dtype=torch.bool, device=dev)
+            rest_cols[dense_cols] = False
+            rest_total = base[rest_cols, 0].sum() + rest
+            if (cells == k * b).any():
+                rest_total = rest_total + fl_cells[cells == k * b][0].double()
+            total += rest_total
+        higher = ~is_first
+        if higher.any():
+            hb = base.reshape(-1)[cells[higher]].float()
+            total += (hb[:, None] + fl_cells[higher]).abs().sum(dim=0).double()
+        return total.cpu().numpy() / (np.asarray(totals, dtype=np.float64) * k)
+
+    def release(self) -> None:
+        self._acc = self._rest = self._first = self._buf = None
+
+
+#: bytes of the row buffer of a class-wise accumulator
+_BLOCK_BYTES = 32 << 20
+
+
+def _sparse_fluct(cell_ids: torch.Tensor, units: torch.Tensor, vals: torch.Tensor, n_units: int,
+                  counts: torch.Tensor, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """((cells, R) float32 fluctuation sums ``sum_u (w_ru - 1) v`` of each cell, the cell ids): a CSR (cells,
+    units) product with the resample counts, in panels of 32 resamples."""
+    cells, local = torch.unique(cell_ids, return_inverse=True)
+    key, where = torch.unique(local * n_units + units, return_inverse=True)    # sum duplicates
+    summed = torch.zeros(key.numel(), dtype=torch.float32, device=device).index_add_(0, where, vals)
+    local, col = key // n_units, key % n_units
+    crow = torch.zeros(cells.numel() + 1, dtype=torch.int64, device=device)
+    crow[1:] = torch.cumsum(torch.bincount(local, minlength=cells.numel()), 0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)          # "sparse CSR support is in beta"
+        mat = torch.sparse_csr_tensor(crow, col, summed, size=(cells.numel(), n_units), check_invariants=False)
+    r = counts.shape[0]
+    out = torch.empty((cells.numel(), r), dtype=torch.float32, device=device)
+    for a in range(0, r, 32):
+        panel = (counts[a:a + 32].to(device=device, dtype=torch.float32) - 1.0).T.contiguous()
+        out[:, a:a + 32] = torch.sparse.mm(mat, panel)
+    return out, cells
+
+
 def _onehot_features(index: np.ndarray, n_cols: int, columns: list[np.ndarray]) -> np.ndarray:
     """(N, len(columns) * n_cols): for each feature vector x, x placed in the column of each sample's bin."""
     n = index.shape[0]
@@ -177,232 +386,102 @@ def _onehot_features(index: np.ndarray, n_cols: int, columns: list[np.ndarray]) 
     return out
 
 
-class ClasswiseFeatures:
-    """Per-chunk consumer that builds the class-wise ECE bootstrap features of one calibrator.
-
-    A dense (units, K) matrix of ``p - y`` for the entries in the first bin (most of them), and a sparse matrix
-    for the few entries in higher bins (fewer than B per row). Pass :meth:`add` as ``StatsAccumulator.add``'s
-    on_chunk. With ``units`` (see :func:`bootstrap_units`) the rows are summed per group as they arrive.
-    """
-
-    def __init__(self, n: int, k: int, n_bins: int, device: torch.device,
-                 units: Optional[torch.Tensor] = None) -> None:
-        self.n, self.k, self.b, self.device = n, k, n_bins, device
-        self.units = None if units is None else units.to(device)
-        self.rows = n if units is None else int(units.max()) + 1
-        # Wide products dominate the cost when N*K is large: bfloat16 halves it and only rounds the fluctuation.
-        self.dtype = torch.bfloat16 if self.rows * k >= 4_000_000 else torch.float32
-        # group sums accumulate in float32 and are rounded once, at the end
-        self._dense = torch.empty((n, k), dtype=self.dtype, device=device) if units is None else \
-            torch.zeros((self.rows, k), dtype=torch.float32, device=device)
-        self.edges = torch.from_numpy(np.linspace(0.0, 1.0, n_bins + 1)).to(device)
-        self._rows, self._cols, self._vals = [], [], []
-
-    def add(self, start: int, log_probs: torch.Tensor, p: torch.Tensor, labels: torch.Tensor) -> None:
-        """Consume one chunk: its log-probabilities and probabilities (``p`` is overwritten)."""
-        rows, cols = (p > self.edges[1]).nonzero(as_tuple=True)       # the same test as StatsAccumulator
-        if rows.numel():
-            bins = (torch.searchsorted(self.edges, p[rows, cols], side="left") - 1).clamp_(1, self.b - 1)
-        p[torch.arange(p.shape[0], device=p.device), labels] -= 1.0          # p - y
-        if rows.numel():
-            unit = rows + start if self.units is None else self.units[rows + start]
-            self._rows.append(unit)
-            self._cols.append(cols * self.b + bins)
-            self._vals.append(p[rows, cols].to(torch.float32))
-            p[rows, cols] = 0.0
-        if self.units is None:
-            self._dense[start:start + p.shape[0]] = p.to(self.dtype)
-        else:
-            self._dense.index_add_(0, self.units[start:start + p.shape[0]], p.to(torch.float32))
-
-    @property
-    def dense(self) -> torch.Tensor:
-        if self._dense.dtype != self.dtype:
-            self._dense = self._dense.to(self.dtype)
-        return self._dense
-
-    def sparse_t(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """(cells, CSR (n_cells, units)) of the higher-bin entries; only the non-empty (class, bin) cells get a
-        row, ``cells`` holding their index ``class * B + bin``."""
-        if self._rows:
-            rows, cols, vals = torch.cat(self._rows), torch.cat(self._cols), torch.cat(self._vals)
-        else:
-            rows = cols = torch.zeros(0, dtype=torch.int64, device=self.device)
-            vals = torch.zeros(0, dtype=torch.float32, device=self.device)
-        self._rows, self._cols, self._vals = [], [], []
-        cells, local = torch.unique(cols, return_inverse=True)
-        key = local * self.rows + rows
-        if self.units is not None:              # several samples of a group may share a cell: sum them
-            key, where = torch.unique(key, return_inverse=True)
-            vals = torch.zeros(key.numel(), dtype=torch.float32, device=self.device).index_add_(0, where, vals)
-            local, rows = key // self.rows, key % self.rows
-        order = torch.argsort(key)
-        crow = torch.zeros(cells.numel() + 1, dtype=torch.int64, device=self.device)
-        crow[1:] = torch.cumsum(torch.bincount(local, minlength=cells.numel()), 0)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)          # "sparse CSR support is in beta"
-            mat = torch.sparse_csr_tensor(crow, rows[order], vals[order], size=(cells.numel(), self.rows),
-                                          check_invariants=False)
-        return cells, mat
-
-
 #: rows per step when features are summed into groups
 _FEATURE_ROWS = 1 << 16
 
+COMMON_METRICS = ("accuracy", "nll", "brier", "brier_top", "smece")
+BINNED_METRICS = ("ece", "rmsce", "mce", "ace", "debiased_ece")
+KERNEL_METRICS = ("cal", "tot", "sharpness_gap")
 
-class MetricBootstrap:
-    """Accumulates the bootstrap distribution of every metric of one calibrator's predictions.
 
-    stats : the calibrator's :class:`SampleStats` on the evaluation split.
-    classwise : the :class:`ClasswiseFeatures` filled while ``stats`` was computed.
-    units : the groups of :func:`bootstrap_units` (the same as ``classwise``'s), or None.
+class SampleBootstrap:
+    """The bootstrap distributions of every metric but class-wise ECE, from one calibrator's per-sample vectors.
+
+    Three independent parts, so a change of settings recomputes only its own: :meth:`common` (means and
+    SmoothECE: no setting), :meth:`binned` (equal-width and equal-mass bin metrics: the bin count),
+    :meth:`kernel` (CAL, TOT and the sharpness gap: bandwidth and kernel). Each takes a :class:`ResampleBlock`
+    and returns (R_b,) arrays; features are built once per part (per group with ``units``).
     """
 
-    def __init__(self, stats: SampleStats, classwise: ClasswiseFeatures, *, n_bins: int, bandwidth: float,
-                 kernel: str, device: torch.device, units: Optional[torch.Tensor] = None, tick=None) -> None:
-        tick = tick or (lambda: None)          # a cancel check between the parts (~1 s in all on 2M samples)
-        self.stats, self.n_bins, self.bandwidth, self.kernel = stats, n_bins, bandwidth, kernel
-        self.device, self.units = device, units
-        n, b = stats.n, n_bins
-        self.n = n
+    def __init__(self, stats: SampleStats, *, device: torch.device | str = "cpu",
+                 units: Optional[torch.Tensor] = None, tick=None) -> None:
+        self.stats, self.units, self.device = stats, units, torch.device(device)
+        self.tick = tick or (lambda: None)
         nll = stats.nll
         self.nll_inf = ~np.isfinite(nll)
-        nll_finite = np.where(self.nll_inf, 0.0, nll)
-        top = (stats.conf - stats.correct) ** 2
-        ew = equal_width_bin(stats.conf, b)
-        order, group = equal_mass_order(stats.conf, b)
+        self.nll_finite = np.where(self.nll_inf, 0.0, nll)
+        self._feats: dict = {}
+        self._helpers: dict = {}        # the smoothing estimators' binning matrices of these samples
+
+    def _features(self, key, width: int, build) -> tuple[torch.Tensor, np.ndarray]:
+        """((rows, F) float32 on the device, (F,) exact float64 column sums) of ``build(a, z)`` (samples a..z)."""
+        if key not in self._feats:
+            n, units = self.stats.n, self.units
+            if units is None:
+                feats = build(0, n)
+            else:
+                # summed per group in slices of rows, so the (N, F) matrix never exists
+                grouped = torch.zeros((int(units.max()) + 1, width), dtype=torch.float64)
+                for a in range(0, n, _FEATURE_ROWS):
+                    self.tick()
+                    z = min(n, a + _FEATURE_ROWS)
+                    grouped.index_add_(0, units[a:z].cpu(), torch.from_numpy(build(a, z)))
+                feats = grouped.numpy()
+            self._feats[key] = (torch.from_numpy(feats).to(device=self.device, dtype=torch.float32),
+                                feats.sum(axis=0))
+        return self._feats[key]
+
+    def _sums(self, block: ResampleBlock, key, width: int, build) -> np.ndarray:
+        feats, base = self._features(key, width, build)
+        return (block.fluct @ feats).double().cpu().numpy() + base                   # (R_b, F)
+
+    def common(self, block: ResampleBlock) -> dict[str, np.ndarray]:
+        s = self.stats
+        top = (s.conf - s.correct) ** 2
+
+        def build(a: int, z: int) -> np.ndarray:
+            return np.stack([s.correct[a:z], self.nll_finite[a:z], self.nll_inf[a:z].astype(np.float64),
+                             s.brier[a:z], top[a:z]], 1)
+
+        sums = self._sums(block, "common", 5, build)
+        n = block.totals
+        out = {"accuracy": sums[:, 0] / n, "nll": np.where(sums[:, 2] > 0.5, np.inf, sums[:, 1] / n),
+               "brier": sums[:, 3] / n, "brier_top": sums[:, 4] / n}
+        self.tick()
+        out["smece"] = smoothing.smece_resampled(s.conf, s.correct, panels=block.panels(),
+                                                 store=self._helpers).numpy()
+        return out
+
+    def binned(self, block: ResampleBlock, n_bins: int) -> dict[str, np.ndarray]:
+        s, b = self.stats, n_bins
+        ew = equal_width_bin(s.conf, b)
+        order, group = equal_mass_order(s.conf, b)
         em = np.empty_like(group)
         em[order] = group
-        self.n_mass = m = int(group[-1]) + 1 if group.size else 0
-        del order, group
-        tick()
+        m = int(group[-1]) + 1 if group.size else 0
 
-        def features(a: int, z: int) -> np.ndarray:
+        def build(a: int, z: int) -> np.ndarray:
             one = np.ones(z - a)
-            return np.concatenate([
-                np.stack([stats.correct[a:z], nll_finite[a:z], self.nll_inf[a:z].astype(np.float64),
-                          stats.brier[a:z], top[a:z]], 1),
-                _onehot_features(ew[a:z], b, [one, stats.conf[a:z], stats.correct[a:z]]),
-                _onehot_features(em[a:z], m, [one, stats.conf[a:z], stats.correct[a:z]])], axis=1)
+            return np.concatenate([_onehot_features(ew[a:z], b, [one, s.conf[a:z], s.correct[a:z]]),
+                                   _onehot_features(em[a:z], m, [one, s.conf[a:z], s.correct[a:z]])], axis=1)
 
-        if units is None:
-            feats = features(0, n)
-            self.base = feats.sum(axis=0)                               # exact float64 centre
-        else:
-            # summed per group in slices of rows, so the (N, F) matrix never exists
-            grouped = torch.zeros((int(units.max()) + 1, 5 + 3 * b + 3 * m), dtype=torch.float64)
-            for a in range(0, n, _FEATURE_ROWS):
-                tick()
-                z = min(n, a + _FEATURE_ROWS)
-                grouped.index_add_(0, units[a:z].cpu(), torch.from_numpy(features(a, z)))
-            feats = grouped.numpy()
-            self.base = feats.sum(axis=0)
-        self.feats = torch.from_numpy(feats).to(device=device, dtype=torch.float32)
-        del feats
-        tick()
-        self.cw_dtype = classwise.dtype
-        self.cw_dense = classwise.dense
-        self.cw_cells, self.cw_sparse_t = classwise.sparse_t()
-        base = torch.from_numpy(stats.classwise_sums).to(device)
-        self.cw_base0 = base[:, 0].float()                                    # (K,)
-        # A higher-bin cell without entries is zero in every resample: only the non-empty cells are carried.
-        self.cw_base_cells = base.reshape(-1)[self.cw_cells].float()
-        self._values: dict[str, list[np.ndarray]] = {}
-        self._helpers: dict = {}         # the smoothing estimators' binning matrices of these samples
-
-    def release(self) -> None:
-        """Free the per-sample helpers once every block has been added (they are rebuilt if needed)."""
-        self._helpers.clear()
-
-    def update(self, block: ResampleBlock, tick=None) -> None:
-        """Add the metrics of a block of resamples; ``tick()`` (a cancel check) is called between its parts,
-        which take up to a second each on millions of samples."""
-        tick = tick or (lambda: None)
-        b, m = self.n_bins, self.n_mass
-        n = block.totals                                                             # (R_b,) resample sizes
-        sums = (block.fluct @ self.feats).double().cpu().numpy() + self.base        # (R_b, F)
-        out: dict[str, np.ndarray] = {}
-        out["accuracy"] = sums[:, 0] / n
-        out["nll"] = np.where(sums[:, 2] > 0.5, np.inf, sums[:, 1] / n)
-        out["brier"] = sums[:, 3] / n
-        out["brier_top"] = sums[:, 4] / n
-        w = sums[:, 5:5 + 3 * b]
+        sums = self._sums(block, ("binned", b), 3 * b + 3 * m, build)
+        n = block.totals
+        w, q = sums[:, :3 * b], sums[:, 3 * b:]
+        out = {}
         out["ece"], out["rmsce"], out["mce"] = ece_from_sums(w[:, :b], w[:, b:2 * b], w[:, 2 * b:], n)
-        q = sums[:, 5 + 3 * b:]
         out["ace"], _, _ = ece_from_sums(q[:, :m], q[:, m:2 * m], q[:, 2 * m:], n)
         out["debiased_ece"] = debiased_from_sums(q[:, :m], q[:, m:2 * m], q[:, 2 * m:], n)
-        # Class-wise ECE = mean_k sum_b |S_kb| / N: exact centre + dense first-bin fluctuation + sparse
-        # fluctuation of the non-empty higher-bin cells (float32 is ample: the sums are O(N), errors O(1e-7 N)).
-        first = self.cw_base0 + (block.fluct_as(self.cw_dtype) @ self.cw_dense).float()      # (R_b, K)
-        total = first.abs().sum(dim=1)
-        if self.cw_cells.numel():
-            if self.device.type == "cpu":
-                fl = torch.cat([torch.sparse.mm(self.cw_sparse_t, p) for p in block.unit_panels()], dim=1)
-            else:
-                fl = torch.sparse.mm(self.cw_sparse_t, block.fluct_t)
-            cells = self.cw_base_cells[:, None] + fl                                     # (cells, R_b)
-            total += cells.abs().sum(dim=0)
-        out["classwise_ece"] = total.double().cpu().numpy() / (n * self.stats.k)
-        tick()
-        panels = block.panels()
-        out["smece"] = smoothing.smece_resampled(self.stats.conf, self.stats.correct, panels=panels,
-                                                 store=self._helpers).numpy()
-        tick()
-        cal, tot = smoothing.cal_resampled(self.stats.conf, self.stats.correct, self.stats.brier,
-                                           bandwidth=self.bandwidth, kernel=self.kernel, panels=panels,
-                                           totals=n, store=self._helpers)
-        out["cal"], out["tot"] = cal.cpu().numpy(), tot.cpu().numpy()
-        out["sharpness_gap"] = out["tot"] - out["cal"]
-        for name, v in out.items():
-            self._values.setdefault(name, []).append(np.asarray(v, dtype=np.float64))
+        return out
 
-    def intervals(self, level: float = 0.95) -> dict[str, Interval]:
-        """Percentile intervals (``level`` in (0, 1)); empty when no resamples were drawn."""
-        alpha = (1.0 - level) / 2.0
-        result = {}
-        for name, chunks in self._values.items():
-            v = np.concatenate(chunks)
-            if np.isinf(v).any():
-                # np.percentile interpolates inf - inf into NaN: order statistics instead.
-                v = np.sort(v)
-                lo = v[int(np.floor(alpha * (len(v) - 1)))]
-                hi = v[int(np.ceil((1 - alpha) * (len(v) - 1)))]
-            else:
-                lo, hi = np.percentile(v, [100 * alpha, 100 * (1 - alpha)])
-            result[name] = Interval(float(lo), float(hi))
-        return result
+    def kernel(self, block: ResampleBlock, bandwidth: float, kernel: str) -> dict[str, np.ndarray]:
+        s = self.stats
+        cal, tot = smoothing.cal_resampled(s.conf, s.correct, s.brier, bandwidth=bandwidth, kernel=kernel,
+                                           panels=block.panels(), totals=block.totals, store=self._helpers)
+        cal, tot = cal.cpu().numpy(), tot.cpu().numpy()
+        return {"cal": cal, "tot": tot, "sharpness_gap": tot - cal}
 
-
-def run_bootstrap(boots: list[MetricBootstrap], resampler: Resampler, *, progress=None,
-                  cancel: Optional[threading.Event] = None) -> None:
-    """Feed every block of resamples to every calibrator's accumulator.
-
-    Blocks outer (each block is drawn once) for samples; calibrators outer for groups of a large split, where
-    drawing a block is cheap (O(groups)) and one calibrator's helpers at a time (O(N) sparse binning matrices)
-    keep the memory down. The same seed gives the same resamples either way, so comparisons stay paired."""
-    total = max(1, len(resampler))
-    if resampler.units is None:
-        for i, block in enumerate(resampler.blocks()):
-            check_cancel(cancel)
-            for boot in boots:
-                check_cancel(cancel)
-                boot.update(block, lambda: check_cancel(cancel))
-            del block                   # before the next block is drawn, not after
-            _report_block(progress, resampler, (i + 1) / total, i)
-        for boot in boots:
-            boot.release()
-        return
-    for j, boot in enumerate(boots):
-        for i, block in enumerate(resampler.blocks()):
-            check_cancel(cancel)
-            boot.update(block, lambda: check_cancel(cancel))
-            del block
-            trim_heap()
-            _report_block(progress, resampler, (j + (i + 1) / total) / len(boots), i,
-                          f" (calibrator {j + 1} of {len(boots)})")
-        boot.release()
-
-
-def _report_block(progress, resampler: Resampler, fraction: float, i: int, what: str = "") -> None:
-    if progress is not None:
-        progress(fraction, f"bootstrap {min((i + 1) * resampler.block, resampler.n_boot)}/{resampler.n_boot}{what}")
+    def release(self) -> None:
+        """Free the features and the per-sample helpers (rebuilt if needed)."""
+        self._feats.clear()
+        self._helpers.clear()

@@ -12,7 +12,7 @@ then a cheap function of those, which is what makes 1000-resample bootstrap inte
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
+from typing import Optional, Sequence, Union
 
 import numpy as np
 import torch
@@ -157,28 +157,32 @@ def top_label_ece(scores: torch.Tensor, labels: torch.Tensor, n_bins: int = 15) 
 
 class StatsAccumulator:
     """Builds :class:`SampleStats` from consecutive chunks of rows, so a split never has to be in memory at once
-    (only the per-sample vectors, O(N), and the (K, B) class-wise sums are kept).
+    (only the per-sample vectors, O(N), and the class-wise entries below are kept).
 
-    Only entries with ``p > 1/B`` fall outside the first class-wise bin, and a row has fewer than ``B`` of them,
-    so the class-wise sums are a per-class total minus a sparse correction: O(N K) flops, O(N B) scatter.
+    Class-wise sums for several bin counts come from one pass: every entry starts in the first bin (a per-class
+    total of ``p - y``), and the few entries with ``p > 1/B`` for the largest requested ``B`` (fewer than ``B``
+    per row) are kept as a sparse list (row, class, p, is-label), from which :meth:`classwise_sums` moves them to
+    their bin for any requested ``B``: O(N K) flops, O(N B) memory.
     """
 
-    def __init__(self, n: int, k: int, n_bins: int, device: torch.device | str = "cpu") -> None:
+    def __init__(self, n: int, k: int, bins: int | Sequence[int], device: torch.device | str = "cpu") -> None:
         dev = torch.device(device)
-        self.n, self.k, self.n_bins = n, k, n_bins
-        # The same edges as equal_width_bin (np.linspace and torch.linspace differ in the last bit).
-        self.edges = torch.from_numpy(np.linspace(0.0, 1.0, n_bins + 1)).to(dev)
+        self.bins = tuple(sorted({int(b) for b in ((bins,) if isinstance(bins, (int, np.integer)) else bins)}))
+        self.n, self.k, self.n_bins = n, k, self.bins[0]
+        # The same threshold as equal_width_bin's first edge (np.linspace and torch.linspace differ in the last bit).
+        self.threshold = float(np.linspace(0.0, 1.0, self.bins[-1] + 1)[1])
         self.conf = torch.empty(n, dtype=torch.float64, device=dev)
         self.pred = torch.empty(n, dtype=torch.int64, device=dev)
         self.nll = torch.empty(n, dtype=torch.float64, device=dev)
         self.brier = torch.empty(n, dtype=torch.float64, device=dev)
-        self.sums = torch.zeros(k * n_bins, dtype=torch.float64, device=dev)
         self.total = torch.zeros(k, dtype=torch.float64, device=dev)
+        self._entries: list[tuple[torch.Tensor, ...]] = []
+        self._merged: Optional[tuple[torch.Tensor, ...]] = None
 
     def add(self, start: int, lp: torch.Tensor, y: torch.Tensor, on_chunk=None) -> None:
-        """Rows ``start .. start + len(lp)``: float64 log-probabilities and their labels."""
+        """Rows ``start .. start + len(lp)``: float64 log-probabilities and their labels. ``on_chunk(start, lp, p,
+        y)`` runs last and may overwrite ``p``."""
         stop = start + lp.shape[0]
-        n_bins, edges = self.n_bins, self.edges
         p = lp.exp()
         lp_max, arg = lp.max(dim=1)
         self.conf[start:stop] = lp_max.exp()
@@ -187,30 +191,52 @@ class StatsAccumulator:
         self.nll[start:stop] = -lp_y
         p_y = lp_y.exp()
         self.brier[start:stop] = (p * p).sum(dim=1) - 2.0 * p_y + 1.0
-        # Class-wise bins: everything starts in bin 0; move the entries above the first edge.
         self.total += p.sum(dim=0)
         self.total.index_add_(0, y, -torch.ones_like(p_y))
-        big = p > edges[1]
-        rows, cols = big.nonzero(as_tuple=True)
+        rows, cols = (p > self.threshold).nonzero(as_tuple=True)
         if rows.numel():
-            vals = p[rows, cols]
-            b = (torch.searchsorted(edges, vals, side="left") - 1).clamp_(0, n_bins - 1)
-            vals = vals - (y[rows] == cols).to(torch.float64)
-            self.sums.index_add_(0, cols * n_bins + b, vals)
-            self.sums.index_add_(0, cols * n_bins, -vals)
+            self._entries.append((rows + start, cols, p[rows, cols], y[rows] == cols))
         if on_chunk is not None:
-            on_chunk(start, lp, p, y)          # last: the consumer may reuse p in place
+            on_chunk(start, lp, p, y)
+
+    def entries(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(row, class, p, is-label) of every entry above the first edge of the largest bin count."""
+        if self._merged is None:
+            dev = self.total.device
+            if self._entries:
+                self._merged = tuple(torch.cat(parts) for parts in zip(*self._entries))
+            else:
+                z = torch.zeros(0, dtype=torch.int64, device=dev)
+                self._merged = (z, z, torch.zeros(0, dtype=torch.float64, device=dev),
+                                torch.zeros(0, dtype=torch.bool, device=dev))
+            self._entries = []
+        return self._merged
+
+    def classwise_sums(self, n_bins: int) -> np.ndarray:
+        """(K, B) float64: per class and equal-width bin of p_k, the sum of ``p_k - 1[y = k]``."""
+        if n_bins not in self.bins:
+            raise ValueError(f"class-wise sums were accumulated for {self.bins} bins, not {n_bins}")
+        rows, cols, p, is_label = self.entries()
+        edges = torch.from_numpy(np.linspace(0.0, 1.0, n_bins + 1)).to(p.device)
+        big = p > edges[1]
+        cols, p = cols[big], p[big]
+        vals = p - is_label[big].to(torch.float64)
+        b = (torch.searchsorted(edges, p, side="left") - 1).clamp_(0, n_bins - 1)
+        sums = torch.zeros(self.k * n_bins, dtype=torch.float64, device=p.device)
+        sums.index_add_(0, cols * n_bins + b, vals)
+        sums.index_add_(0, cols * n_bins, -vals)
+        sums = sums.view(self.k, n_bins)
+        sums[:, 0] += self.total
+        return sums.cpu().numpy()
 
     def result(self, labels: torch.Tensor) -> SampleStats:
-        """The statistics of all N rows (``labels`` (N,) int64, any device)."""
-        sums = self.sums.view(self.k, self.n_bins).clone()
-        sums[:, 0] += self.total
+        """The statistics of all N rows (``labels`` (N,) int64, any device); class-wise sums of the smallest B."""
         labels = labels.to(self.pred.device)
         correct = (self.pred == labels).to(torch.float64)
         return SampleStats(
             conf=self.conf.cpu().numpy(), pred=self.pred.cpu().numpy(), correct=correct.cpu().numpy(),
             nll=self.nll.cpu().numpy(), brier=self.brier.cpu().numpy(), labels=labels.cpu().numpy(), k=self.k,
-            classwise_sums=sums.cpu().numpy(), classwise_bins=self.n_bins,
+            classwise_sums=self.classwise_sums(self.n_bins), classwise_bins=self.n_bins,
         )
 
 

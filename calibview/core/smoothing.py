@@ -134,6 +134,15 @@ def _check_kernel(kernel: str) -> str:
     return k
 
 
+#: points of the grid the diagram's curves are drawn on (bin_stats' default)
+CURVE_GRID = 4096
+
+
+def check_curve_bandwidth(bandwidth: float) -> float:
+    """The bandwidth, if the diagram's grid resolves it (every request is checked before any work)."""
+    return _check_bandwidth(bandwidth, CURVE_GRID)
+
+
 def _check_bandwidth(bandwidth: float, grid_size: int) -> float:
     try:
         h = float(bandwidth)
@@ -733,7 +742,7 @@ class BinnedStats:
         return hat
 
 
-def bin_stats(conf, correct, loss, grid_size: int = 4096) -> BinnedStats:
+def bin_stats(conf, correct, loss, grid_size: int = CURVE_GRID) -> BinnedStats:
     """Bin the samples once onto linspace(0, 1, grid_size); every bandwidth afterwards costs O(G log G).
 
     conf : (N,) confidences in [0, 1]; correct : (N,) in [0, 1]; loss : (N,) full-vector Brier loss.

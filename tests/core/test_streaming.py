@@ -95,8 +95,8 @@ def test_progress_per_chunk_and_cancel(files):
     seen = []
     evaluate(EvalRequest(file=str(files[0]), run="m/d", calibrators=("none", "ts"), n_boot=0, max_memory=TINY,
                          chunk_rows=500), progress=lambda f, m: seen.append((f, m)))
-    scored = [m for _, m in seen if m.startswith("scored")]
-    assert len(scored) == 9 and scored[-1] == "scored 4,100 of 4,100 rows"
+    scored = [m for _, m in seen if m.startswith("scoring") and m.endswith("rows")]
+    assert len(scored) == 9 and scored[-1] == "scoring Uncalibrated, Temperature scaling: 4,100 of 4,100 rows"
     assert sum("temperature scaling: pass" in m for _, m in seen) >= 6       # >= one pass of 6 chunks
     fractions = [f for f, _ in seen]
     assert fractions == sorted(fractions)
