@@ -161,6 +161,8 @@ class HistogramBinning(_OneVsRest):
     strategies = ("uniform", "quantile")
 
     def __init__(self, bins: int = 15, strategy: str = "uniform"):
+        if strategy not in self.strategies:      # checked here too, so a bad option fails before any data is read
+            raise CalibviewError(f"Unknown histogram-binning strategy {strategy!r}; choose uniform or quantile.")
         self.bins, self.strategy = bins, strategy
 
     def fit(self, scores, labels, *, progress=None, cancel=None, bins: Optional[int] = None,

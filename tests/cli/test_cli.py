@@ -242,12 +242,27 @@ def test_calibrator_options_reach_the_fit(tmp_path, demo_file):
     assert fitted["ms"]["params"]["penalty"] == "l2" and fitted["ms"]["params"]["lam"] == 0.5
 
 
-@pytest.mark.parametrize("option, fragment", [("hb.binz=5", "unexpected keyword argument 'binz'"),
+@pytest.mark.parametrize("option, fragment", [("hb.binz=5", "Unknown option hb.binz"),
                                               ("ms.lam=1", "not among --calibrators"),
                                               ("hb-bins", "CALIBRATOR.KEY=VALUE")])
 def test_bad_calibrator_options_are_user_errors(tmp_path, demo_file, capsys, option, fragment):
     assert main(["metrics", str(demo_file), "--calibrators", "none,hb", "--option", option, "--json"]) == 2
     assert fragment in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("option, fragments", [
+    ("hb.bins=abc", ["Histogram binning", "hb.bins = 'abc'", "an int", "bins (int), strategy (str)"]),
+    ("hb.foo=1", ["Histogram binning", "hb.foo", "bins (int), strategy (str)"]),
+    ("ms.lam=abc", ["Matrix scaling", "ms.lam = 'abc'", "float or 'auto'", "penalty (", "rel_tol (float)"]),
+])
+def test_bad_option_keys_and_values_list_the_valid_keys(demo_file, capsys, option, fragments):
+    """One sentence on stderr and exit 2, before any run is read (issue 9, point 8.2)."""
+    assert main(["metrics", str(demo_file), "--calibrators", "none,hb,ms", "--option", option, "--json"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("calibview: error: "), captured.err
+    assert all(f in lines[0] for f in fragments), lines[0]
 
 
 @pytest.mark.parametrize("args, fragment", [(["--calibrators", ""], "--calibrators is empty"),
