@@ -48,6 +48,11 @@ class Method:
         """Return (JSON-able parameters, warnings)."""
         raise NotImplementedError
 
+    def keeps_argmax_with(self, params: Mapping[str, Any], k: int) -> bool:
+        """Whether the method fitted to ``params`` keeps the arg-max; ``keeps_argmax`` promises it for every fit,
+        a method whose promise depends on the fit (MRR) says so here."""
+        return self.keeps_argmax
+
     def prepare(self, params: Mapping[str, Any], device: torch.device) -> Any:
         """Turn JSON parameters into whatever ``apply`` wants (tensors on ``device``); called once per device,
         because ``apply`` runs on every chunk of rows."""
@@ -95,7 +100,7 @@ class Fitted:
 
     @property
     def keeps_argmax(self) -> bool:
-        return get(self.method).keeps_argmax
+        return get(self.method).keeps_argmax_with(self.params, self.k)
 
     def apply(self, scores: torch.Tensor) -> torch.Tensor:
         if scores.ndim != 2 or scores.shape[1] != self.k:
