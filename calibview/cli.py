@@ -14,20 +14,11 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from . import __version__
+from .core.demo import demo_path
 from .core.errors import Cancelled, CalibviewError
 
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130
-
-
-def demo_path() -> Path:
-    """The bundled demo file (real CIFAR ResNet-110 logits, see resources/DEMO_SOURCES.md)."""
-    here = Path(__file__).resolve().parent
-    for candidate in (here / "resources" / "demo.h5", here.parent / "resources" / "demo.h5"):
-        if candidate.is_file():
-            return candidate
-    raise CalibviewError("The bundled demo file resources/demo.h5 is missing from this installation; "
-                         "give an HDF5 file explicitly.")
 
 
 class ProgressBar:
