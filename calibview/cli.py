@@ -364,6 +364,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if not args.command:
         parser.print_help()
         return 0
+    from .core.stream import tune_allocator
+    tune_allocator()                # a process-wide choice, so the program makes it, not the import of the core
     try:
         return COMMANDS[args.command](args)
     except Cancelled:
