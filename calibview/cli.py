@@ -176,6 +176,9 @@ def _requests(args) -> list:
                     "calibrators on; add a fit split to the file or pass --fit-split explicitly.")
             run_names = ("none",)
             print(f"calibview: run {run.name} has a single split: reporting it uncalibrated.", file=sys.stderr)
+        if fit_split == eval_split and any(c != "none" for c in run_names):      # as the window warns
+            print(f"calibview: warning: run {run.name}: calibrators were fitted and evaluated on the same split "
+                  f"({eval_split}): these are in-sample numbers.", file=sys.stderr)
         requests.append(EvalRequest(file=str(file), run=run.name, eval_split=eval_split, fit_split=fit_split,
                                     calibrators=run_names, bins=args.bins, n_boot=args.n_boot, seed=args.seed,
                                     level=args.level, bandwidth=args.bandwidth, kernel=args.kernel,
