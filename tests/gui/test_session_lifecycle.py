@@ -5,12 +5,15 @@ import threading
 import time
 
 import numpy as np
+import pytest
 from PySide6 import QtCore
 
-from calibview.core.evaluate import evaluate
+from calibview.core.errors import Cancelled
+from calibview.core.evaluate import EvalRequest, evaluate
 from calibview.core.logits import write_run
 from calibview.gui import worker as worker_module
 from calibview.gui.main_window import MainWindow
+from calibview.gui.session import Session
 
 
 def _file(path, n=200_000, k=50):
@@ -59,3 +62,38 @@ def test_closing_the_window_right_after_starting_joins_the_worker(qtbot, tmp_pat
     w.close()
     assert w.session._thread.isFinished()
     assert "Destroyed while thread" not in capfd.readouterr().err
+
+
+@pytest.fixture
+def held_session(qtbot, monkeypatch):
+    """A Session whose worker holds every request until released, then reports it cancelled."""
+    gate = threading.Event()
+
+    def held(request, progress=None, cancel=None):
+        gate.wait(30)
+        raise Cancelled()
+
+    monkeypatch.setattr(worker_module, "evaluate", held)
+    session = Session()
+    yield session
+    gate.set()
+    session.shutdown()
+
+
+def test_a_completed_result_of_an_older_request_is_dropped(qtbot, held_session, demo_file):
+    session = held_session
+    request = EvalRequest(file=str(demo_file), run="resnet110-flsd53/cifar10", calibrators=("none",), n_boot=0)
+    old_result = evaluate(request)
+    new_result = evaluate(EvalRequest(file=str(demo_file), run="resnet110-brier/cifar10", calibrators=("none",),
+                                      n_boot=0))
+    emitted = []
+    session.evaluation_changed.connect(emitted.append)
+    old = session.evaluate(request)
+    new = session.evaluate(request)                  # supersedes it
+    assert new > old and session.busy
+    session._on_worker_finished(old, old_result)     # the older one completed after all: dropped
+    assert session.evaluation is None and emitted == [] and session.busy
+    session._on_worker_finished(new, new_result)     # the current one is accepted
+    assert session.evaluation is new_result and emitted == [new_result] and not session.busy
+    session._on_worker_finished(old, old_result)     # and a late stale one does not replace it
+    assert session.evaluation is new_result and emitted == [new_result]
