@@ -23,6 +23,7 @@ from PySide6.QtTest import QTest  # noqa: E402
 
 from calibview.core.evaluate import EvalRequest, evaluate  # noqa: E402
 from calibview.core.logits import write_run  # noqa: E402
+from calibview.core.stream import tune_allocator  # noqa: E402
 
 
 def _file(path, n, k, splits=("val", "test")):
@@ -101,6 +102,7 @@ def main(argv=None) -> int:
     ap.add_argument("--n", type=int, default=50_000)
     ap.add_argument("--k", type=int, default=1_000)
     args = ap.parse_args(argv)
+    tune_allocator()                # as the window's main() does
     app = QtWidgets.QApplication.instance() or QtWidgets.QApplication([])
     bench_redraw(app, args.n_redraw)
     bench_stall(app, args.n, args.k)

@@ -25,6 +25,9 @@ CHILD = r"""
 import json, sys, threading, time
 from calibview.core.errors import Cancelled
 from calibview.core.evaluate import EvalRequest, evaluate
+from calibview.core.stream import tune_allocator
+
+tune_allocator()                # as the CLI's main() does
 
 def hwm():
     return [int(l.split()[1]) * 1024 for l in open('/proc/self/status') if l.startswith('VmHWM')][0]

@@ -44,6 +44,7 @@ from calibview.core import smoothing  # noqa: E402
 from calibview.core.evaluate import EvalRequest, evaluate  # noqa: E402
 from calibview.core.logits import read_split  # noqa: E402
 from calibview.core.metrics import top_label, top_label_ece  # noqa: E402
+from calibview.core.stream import tune_allocator  # noqa: E402
 
 SIZES = ((10_000, 10), (50_000, 1000), (1_000_000, 10), (10_000, 21_841))
 QUICK = ((3000, 10), (2000, 300))
@@ -409,6 +410,7 @@ def memory_row(rows: list[Row], print_row, tmp: str, n=50_000, k=1000) -> None:
     synthetic.write(path, {"val": n, "test": n}, k, "float32", seed=2)
     # VmHWM (the process's own high-water mark) rather than ru_maxrss, which a child inherits from its parent
     code = ("import sys; from calibview.core.evaluate import EvalRequest, evaluate\n"
+            "from calibview.core.stream import tune_allocator; tune_allocator()\n"
             "hwm = lambda: [int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmHWM')][0]\n"
             "base = hwm()\n"
             f"evaluate(EvalRequest(file=sys.argv[1], run='{RUN}', calibrators=('none', 'ts'), n_boot=1000))\n"
@@ -449,6 +451,7 @@ def main(argv=None) -> int:
     ap.add_argument("--markdown", default=None, help="also write the table to this Markdown file")
     ap.add_argument("--json", default=None, help="also write the rows as JSON")
     a = ap.parse_args(argv)
+    tune_allocator()                # as the CLI's main() does, so the timings are the CLI's
     if a.quick:
         sizes, a.repeats, a.n_boot = QUICK, 1, 50
     elif a.sizes == "none":             # only the bandwidth and memory rows

@@ -14,20 +14,11 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from . import __version__
+from .core.demo import demo_path
 from .core.errors import Cancelled, CalibviewError
 
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130
-
-
-def demo_path() -> Path:
-    """The bundled demo file (real CIFAR ResNet-110 logits, see resources/DEMO_SOURCES.md)."""
-    here = Path(__file__).resolve().parent
-    for candidate in (here / "resources" / "demo.h5", here.parent / "resources" / "demo.h5"):
-        if candidate.is_file():
-            return candidate
-    raise CalibviewError("The bundled demo file resources/demo.h5 is missing from this installation; "
-                         "give an HDF5 file explicitly.")
 
 
 class ProgressBar:
@@ -185,6 +176,9 @@ def _requests(args) -> list:
                     "calibrators on; add a fit split to the file or pass --fit-split explicitly.")
             run_names = ("none",)
             print(f"calibview: run {run.name} has a single split: reporting it uncalibrated.", file=sys.stderr)
+        if fit_split == eval_split and any(c != "none" for c in run_names):      # as the window warns
+            print(f"calibview: warning: run {run.name}: calibrators were fitted and evaluated on the same split "
+                  f"({eval_split}): these are in-sample numbers.", file=sys.stderr)
         requests.append(EvalRequest(file=str(file), run=run.name, eval_split=eval_split, fit_split=fit_split,
                                     calibrators=run_names, bins=args.bins, n_boot=args.n_boot, seed=args.seed,
                                     level=args.level, bandwidth=args.bandwidth, kernel=args.kernel,
@@ -373,6 +367,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if not args.command:
         parser.print_help()
         return 0
+    from .core.stream import tune_allocator
+    tune_allocator()                # a process-wide choice, so the program makes it, not the import of the core
     try:
         return COMMANDS[args.command](args)
     except Cancelled:

@@ -1,5 +1,4 @@
-"""The evaluation core: numpy / scipy / torch / h5py only, never Qt (see tests/core/test_layering.py)."""
+"""The evaluation core: numpy / scipy / torch / h5py only, never Qt (see tests/core/test_evaluate.py).
 
-from .stream import tune_allocator
-
-tune_allocator()       # glibc keeps freed chunk temporaries for reuse (see stream.tune_allocator)
+Importing it changes nothing process-wide: programs that evaluate call :func:`calibview.core.stream.tune_allocator`
+at start-up themselves (the CLI, the window, the benchmarks)."""

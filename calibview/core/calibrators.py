@@ -15,6 +15,8 @@ and MRR through :func:`register`):
 
 from __future__ import annotations
 
+import ast
+import inspect
 import json
 import math
 import threading
@@ -45,6 +47,11 @@ class Method:
             cancel: Optional[threading.Event] = None) -> tuple[dict[str, Any], tuple[str, ...]]:
         """Return (JSON-able parameters, warnings)."""
         raise NotImplementedError
+
+    def keeps_argmax_with(self, params: Mapping[str, Any], k: int) -> bool:
+        """Whether the method fitted to ``params`` keeps the arg-max; ``keeps_argmax`` promises it for every fit,
+        a method whose promise depends on the fit (MRR) says so here."""
+        return self.keeps_argmax
 
     def prepare(self, params: Mapping[str, Any], device: torch.device) -> Any:
         """Turn JSON parameters into whatever ``apply`` wants (tensors on ``device``); called once per device,
@@ -93,7 +100,7 @@ class Fitted:
 
     @property
     def keeps_argmax(self) -> bool:
-        return get(self.method).keeps_argmax
+        return get(self.method).keeps_argmax_with(self.params, self.k)
 
     def apply(self, scores: torch.Tensor) -> torch.Tensor:
         if scores.ndim != 2 or scores.shape[1] != self.k:
@@ -135,16 +142,58 @@ def _jsonable(x: Any) -> Any:
     return x
 
 
+def option_types(method: str) -> dict[str, str]:
+    """The constructor options of ``method``, each with its type as its signature spells it: ``{"bins": "int",
+    "strategy": "str"}`` for hb, ``{}`` for a method without options."""
+    params = list(inspect.signature(type(get(method)).__init__).parameters.values())[1:]
+    return {p.name: "any" if p.annotation is p.empty else str(p.annotation)
+            for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+
+
+def _type_ok(value: Any, annotation: str) -> bool:
+    for part in (t.strip() for t in annotation.split("|")):
+        if part.startswith("Literal[") and part.endswith("]"):
+            allowed = ast.literal_eval(f"({part[8:-1]},)")
+            if any(value == a and type(value) is type(a) for a in allowed):
+                return True
+        elif part == "None" and value is None or part == "bool" and isinstance(value, bool):
+            return True
+        elif part == "int" and isinstance(value, int) and not isinstance(value, bool):
+            return True
+        elif part == "float" and isinstance(value, (int, float)) and not isinstance(value, bool):
+            return True
+        elif part == "str" and isinstance(value, str) or part not in ("None", "bool", "int", "float", "str"):
+            return True
+    return False
+
+
+def _type_words(annotation: str) -> str:
+    """ "float | Literal['auto']" -> "float or 'auto'"."""
+    parts = [t.strip() for t in annotation.split("|")]
+    return " or ".join(p[8:-1] if p.startswith("Literal[") else p for p in parts)
+
+
 def configured(method: str, options: Mapping[str, Any] | None = None) -> Method:
     """The registered method, or a new instance of its class built with ``options`` (constructor keywords, e.g.
-    ``{"bins": 20}`` for hb, ``{"penalty": "l2", "lam": 0.1}`` for ms); a bad option is a user error."""
+    ``{"bins": 20}`` for hb, ``{"penalty": "l2", "lam": 0.1}`` for ms); an unknown key or a value of the wrong
+    type is a user error whose message lists the valid keys and their types."""
     m = get(method)
     if not options:
         return m
+    types = option_types(method)
+    valid = (f"its options are {', '.join(f'{k} ({_type_words(t)})' for k, t in types.items())}" if types
+             else "it takes no options")
+    for key, value in options.items():
+        if key not in types:
+            raise CalibviewError(f"Unknown option {method}.{key} for the {m.label} calibrator ({method}); {valid}.")
+        if not _type_ok(value, types[key]):
+            article = "an" if _type_words(types[key])[0] in "aeiou" else "a"
+            raise CalibviewError(f"Invalid option {method}.{key} = {value!r} for the {m.label} calibrator "
+                                 f"({method}): {key} takes {article} {_type_words(types[key])}; {valid}.")
     try:
         return type(m)(**dict(options))
-    except TypeError as e:
-        raise CalibviewError(f"Invalid option for the {m.label} calibrator ({method}): {e}.") from None
+    except (TypeError, ValueError) as e:
+        raise CalibviewError(f"Invalid option for the {m.label} calibrator ({method}) ({e}); {valid}.") from None
 
 
 def fit(method: str, scores: torch.Tensor, labels: torch.Tensor, *, fit_info: Mapping[str, Any] | None = None,

@@ -161,6 +161,8 @@ class HistogramBinning(_OneVsRest):
     strategies = ("uniform", "quantile")
 
     def __init__(self, bins: int = 15, strategy: str = "uniform"):
+        if strategy not in self.strategies:      # checked here too, so a bad option fails before any data is read
+            raise CalibviewError(f"Unknown histogram-binning strategy {strategy!r}; choose uniform or quantile.")
         self.bins, self.strategy = bins, strategy
 
     def fit(self, scores, labels, *, progress=None, cancel=None, bins: Optional[int] = None,
@@ -460,7 +462,11 @@ class Beta(_BinaryLogistic):
 # --- the MRR baseline -----------------------------------------------------------------------------------------
 
 class MRR(Method):
-    name, label, keeps_argmax = "mrr", "MRR baseline", True
+    # not promised for every fit: the top class keeps the most probability only while the fit accuracy > 1/K
+    name, label, keeps_argmax = "mrr", "MRR baseline", False
+
+    def keeps_argmax_with(self, params, k):
+        return float(params["accuracy"]) > 1.0 / k
 
     def fit(self, scores, labels, *, progress=None, cancel=None):
         warnings = _fit_checks(scores, labels, self.label)

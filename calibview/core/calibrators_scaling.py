@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -268,7 +268,7 @@ class _AffineSoftmax(Method):
     matrix = False          # W (K, K) instead of w (K,)
     log_probs = False       # features are log_softmax(scores) (Dirichlet) instead of the scores
 
-    def __init__(self, penalty: str | None = None, lam: float | str = "auto", mu: float | None = None,
+    def __init__(self, penalty: str | None = None, lam: float | Literal["auto"] = "auto", mu: float | None = None,
                  max_iter: int = 500, rel_tol: float = 1e-10):
         if self.matrix:
             penalty = "odir" if penalty is None else penalty

@@ -262,13 +262,16 @@ def _string_attrs(obj: h5py.HLObject) -> dict[str, str]:
 
 
 def find_run(path_or_runs: Union[PathLike, Sequence[RunInfo]], name: str) -> RunInfo:
-    """The run called ``name`` ("model/dataset"); a unique model name or a unique suffix of a name also matches."""
+    """The run called ``name`` ("model/dataset", or its group path "/model/dataset"); a unique model name or a
+    unique trailing run of whole ``/``-separated components ("cifar100" for "resnet110/cifar100") also matches,
+    never part of a component ("ar100")."""
     runs = list_runs(path_or_runs) if isinstance(path_or_runs, (str, os.PathLike)) else list(path_or_runs)
     if not runs:
         raise CalibviewError(f"There are no runs to choose '{name}' from.")
     file = runs[0].file
-    for match in ([r for r in runs if r.name == name], [r for r in runs if r.model == name],
-                  [r for r in runs if r.name.endswith(name)]):
+    key = name.strip("/") or name
+    for match in ([r for r in runs if r.name == key], [r for r in runs if r.model == key],
+                  [r for r in runs if r.name.endswith("/" + key)]):
         if len(match) == 1:
             return match[0]
         if len(match) > 1:

@@ -7,6 +7,7 @@ import io
 import json
 import os
 import tempfile
+import threading
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -19,13 +20,25 @@ from .metrics import METRIC_NAMES
 ID_COLUMNS = ("model", "dataset", "split", "calibrator")
 
 
-def _read_umask() -> int:
-    mask = os.umask(0o022)       # reading the umask means setting it: once, at import, before any thread starts
-    os.umask(mask)
+#: where Linux (>= 4.7) shows the umask without changing it
+PROC_STATUS = "/proc/self/status"
+_UMASK_LOCK = threading.Lock()
+
+
+def _current_umask() -> int:
+    """The process umask, read from /proc where there is one; elsewhere POSIX only lets one read it by setting
+    it, so it is set and restored at once (under a lock), at the time of a write and never on import."""
+    try:
+        with open(PROC_STATUS) as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    with _UMASK_LOCK:
+        mask = os.umask(0o022)
+        os.umask(mask)
     return mask
-
-
-_UMASK = _read_umask()
 
 
 def metric_columns() -> list[str]:
@@ -49,7 +62,7 @@ def atomic_write(path: str | os.PathLike, data: str | bytes) -> None:
         try:
             mode = os.stat(path).st_mode & 0o777
         except OSError:
-            mode = 0o666 & ~_UMASK
+            mode = 0o666 & ~_current_umask()
         os.chmod(tmp, mode)
         with os.fdopen(fd, "wb") as f:
             f.write(data.encode("utf-8") if isinstance(data, str) else data)

@@ -49,8 +49,9 @@ _MALLOC_TRIM = _LIBC.malloc_trim if _LIBC is not None else None
 
 
 def tune_allocator() -> None:
-    """Let glibc keep freed memory for reuse instead of unmapping it at once (called on import of
-    calibview.core).
+    """Let glibc keep freed memory for reuse instead of unmapping it at once. A process-wide setting, so it is
+    the program's choice, not a library import's: the CLI's and the window's main() and the benchmarks call it
+    at start-up; a program embedding calibview may call it too.
 
     A pass over a split allocates and frees (rows, K) float64 temporaries of ~16 MB per chunk. With glibc's
     defaults each one is freshly mapped (or the heap top trimmed and regrown), so every chunk pays page faults

@@ -17,8 +17,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 2
     from PySide6 import QtCore, QtWidgets
 
+    from calibview.core.stream import tune_allocator
     from calibview.gui.main_window import MainWindow
 
+    tune_allocator()                # a process-wide choice, so the program makes it, not the import of the core
     QtCore.QCoreApplication.setOrganizationName("calibview")
     QtCore.QCoreApplication.setApplicationName("calibview")
     app = QtWidgets.QApplication.instance() or QtWidgets.QApplication([sys.argv[0], *argv])

@@ -5,6 +5,7 @@ from __future__ import annotations
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from calibview.core import calibrators as calib
+from calibview.core.errors import CalibviewError
 from calibview.gui.session import Session
 from calibview.gui.theme import calibrator_color
 
@@ -77,21 +78,37 @@ class CalibratorPanel(QtWidgets.QWidget):
         return [n for n, b in self.boxes.items() if b.isChecked() and b.isEnabled()]
 
     def options(self) -> dict[str, dict]:
-        """Constructor options of the ticked calibrators, from their option widgets (defaults omitted)."""
+        """Constructor options of the ticked calibrators, from their option widgets (defaults omitted).
+
+        Raises CalibviewError naming the calibrator and the field when a field does not hold a valid value."""
         out = {}
+        checked = set(self.checked())
         for name, widgets in self.option_widgets.items():
             opts = {}
             for label, w in widgets.items():
-                key, value = w.property("option"), _widget_value(w)
-                if value is not None and value != w.property("default"):
+                key = w.property("option")
+                try:
+                    value = _widget_value(w)
+                except ValueError:
+                    if name not in checked:          # a half-typed field of an unticked calibrator is no error
+                        continue
+                    raise CalibviewError(
+                        f"The {label or key} of {calib.get(name).label} ({name}) must be a number or 'auto', "
+                        f"not {w.text().strip()!r}; correct it and fit again.") from None
+                if value != w.property("default"):
                     opts[key] = value
             if opts:
                 out[name] = opts
         return out
 
     def fit(self) -> None:
+        try:
+            options = self.options()
+        except CalibviewError as e:                  # refused, not quietly replaced by the default
+            self.session.error_occurred.emit("Invalid calibrator option", str(e))
+            return
         self.session.set_calibrators(self.checked())
-        self.session.options = tuple((n, tuple(o.items())) for n, o in self.options().items()
+        self.session.options = tuple((n, tuple(o.items())) for n, o in options.items()
                                      if n in self.session.calibrators)
         self.session.n_boot = self.n_boot.value()
         self.session.evaluate()
@@ -187,10 +204,7 @@ def _widget_value(w):
     text = w.text().strip()
     if text.lower() in ("", "auto"):
         return "auto"
-    try:
-        return float(text)
-    except ValueError:
-        return None               # not a number: keep the default rather than fail the fit
+    return float(text)            # ValueError when not a number: the panel refuses the fit and says so
 
 
 def _tooltip(method) -> str:

@@ -10,6 +10,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 
 from calibview import __version__
 from calibview.core import report
+from calibview.core.demo import demo_path
 from calibview.core.errors import CalibviewError
 from calibview.gui.browser import Browser
 from calibview.gui.calibrators import CalibratorPanel
@@ -273,7 +274,6 @@ class MainWindow(QtWidgets.QMainWindow):
             self.open_files(paths)
 
     def open_demo(self) -> None:
-        from calibview.cli import demo_path
         try:
             self.open_files([demo_path()])
         except CalibviewError as e:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from pathlib import Path
 from typing import Optional
@@ -15,6 +16,7 @@ from calibview.core.evaluate import EvalRequest, Evaluation, default_splits
 from calibview.gui.worker import EvaluationWorker
 
 DEFAULT_CALIBRATORS = ("none", "ts")
+_log = logging.getLogger(__name__)
 
 
 class Session(QtCore.QObject):
@@ -167,10 +169,18 @@ class Session(QtCore.QObject):
         return self._busy
 
     def shutdown(self, timeout_ms: int = 5000) -> None:
-        """Cancel any work and join the worker thread (no QThread outlives the window)."""
+        """Cancel any work and join the worker thread (no QThread outlives the window).
+
+        The worker checks the cancel event between chunks, so it returns; if a step takes longer than
+        ``timeout_ms`` the join goes on (said once in the log): Qt aborts the process when a QThread is
+        destroyed while its thread still runs, which is worse than a late close."""
         self.cancel()
         self._thread.quit()
-        self._thread.wait(timeout_ms)
+        if self._thread.wait(timeout_ms):
+            return
+        _log.warning("calibview: waiting for the running evaluation to stop before closing.")
+        while not self._thread.wait(max(4 * timeout_ms, 1000)):
+            pass
 
     # --- worker callbacks (GUI thread) -----------------------------------------------------------------------
 

@@ -242,7 +242,7 @@ def test_calibrator_options_reach_the_fit(tmp_path, demo_file):
     assert fitted["ms"]["params"]["penalty"] == "l2" and fitted["ms"]["params"]["lam"] == 0.5
 
 
-@pytest.mark.parametrize("option, fragment", [("hb.binz=5", "unexpected keyword argument 'binz'"),
+@pytest.mark.parametrize("option, fragment", [("hb.binz=5", "Unknown option hb.binz"),
                                               ("ms.lam=1", "not among --calibrators"),
                                               ("hb-bins", "CALIBRATOR.KEY=VALUE")])
 def test_bad_calibrator_options_are_user_errors(tmp_path, demo_file, capsys, option, fragment):
@@ -250,8 +250,37 @@ def test_bad_calibrator_options_are_user_errors(tmp_path, demo_file, capsys, opt
     assert fragment in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("option, fragments", [
+    ("hb.bins=abc", ["Histogram binning", "hb.bins = 'abc'", "an int", "bins (int), strategy (str)"]),
+    ("hb.foo=1", ["Histogram binning", "hb.foo", "bins (int), strategy (str)"]),
+    ("ms.lam=abc", ["Matrix scaling", "ms.lam = 'abc'", "float or 'auto'", "penalty (", "rel_tol (float)"]),
+])
+def test_bad_option_keys_and_values_list_the_valid_keys(demo_file, capsys, option, fragments):
+    """One sentence on stderr and exit 2, before any run is read (issue 9, point 8.2)."""
+    assert main(["metrics", str(demo_file), "--calibrators", "none,hb,ms", "--option", option, "--json"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("calibview: error: "), captured.err
+    assert all(f in lines[0] for f in fragments), lines[0]
+
+
 @pytest.mark.parametrize("args, fragment", [(["--calibrators", ""], "--calibrators is empty"),
                                             (["--level", "95"], "give 0.95")])
 def test_option_mistakes_get_a_hint(demo_file, capsys, args, fragment):
     assert main(["metrics", str(demo_file), *args, "--json"]) == 2
     assert fragment in capsys.readouterr().err
+
+
+def test_fitting_and_evaluating_on_one_split_warns_but_runs(demo_file, capsys):
+    """The window's warning, on stderr (issue 9, point 8.6)."""
+    args = ["metrics", str(demo_file), "--run", "resnet110-flsd53/cifar10", "--calibrators", "none,ts",
+            "--n-boot", "0", "--json", "--quiet"]
+    assert main([*args, "--fit-split", "test", "--eval-split", "test"]) == 0
+    captured = capsys.readouterr()
+    assert [r["calibrator"] for r in json.loads(captured.out)] == ["none", "ts"]
+    warnings = [line for line in captured.err.splitlines() if line.startswith("calibview: warning: ")]
+    assert len(warnings) == 1 and captured.err.strip() == warnings[0], captured.err
+    assert "fitted and evaluated on the same split (test)" in warnings[0] and "in-sample" in warnings[0]
+    assert main([*args, "--fit-split", "val", "--eval-split", "test"]) == 0
+    assert "warning" not in capsys.readouterr().err

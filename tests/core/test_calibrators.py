@@ -121,3 +121,29 @@ def test_separable_fit_split_warns_instead_of_diverging():
     fitted = calib.fit("ts", z, y)
     assert fitted.params["temperature"] > 0
     assert any("separable" in w for w in fitted.warnings)
+
+
+@pytest.mark.parametrize("method, options, fragments", [
+    ("hb", {"binz": 5}, ["Histogram binning", "hb.binz", "bins (int)", "strategy"]),
+    ("hb", {"bins": "abc"}, ["Histogram binning", "hb.bins = 'abc'", "an int", "bins (int), strategy"]),
+    ("hb", {"strategy": "kmeans"}, ["uniform or quantile"]),
+    ("ms", {"lam": "abc"}, ["Matrix scaling", "ms.lam = 'abc'", "float or 'auto'", "penalty", "max_iter (int)"]),
+    ("dirichlet", {"max_iter": 1.5}, ["Dirichlet", "max_iter", "an int"]),
+    ("platt", {"smooth_targets": "maybe"}, ["Platt", "smooth_targets", "a bool"]),
+    ("ts", {"bins": 3}, ["Temperature scaling", "ts.bins", "takes no options"]),
+])
+def test_bad_options_name_the_calibrator_and_list_the_valid_keys(method, options, fragments):
+    with pytest.raises(CalibviewError) as err:
+        calib.configured(method, options)
+    msg = str(err.value)
+    assert all(f in msg for f in fragments), msg
+    assert msg.count(". ") == 0 and msg.endswith("."), msg
+
+
+def test_good_options_configure_the_method():
+    assert calib.configured("hb", {"bins": 7, "strategy": "quantile"}).bins == 7
+    assert calib.configured("ms", {"lam": "auto", "penalty": "l2"}).lam == "auto"
+    assert calib.configured("dirichlet", {"lam": 1}).lam == 1.0
+    assert calib.configured("platt", {"smooth_targets": True}).smooth_targets is True
+    assert calib.option_types("hb") == {"bins": "int", "strategy": "str"}
+    assert calib.option_types("ts") == {}

@@ -322,6 +322,16 @@ def test_mrr_by_hand():
     np.testing.assert_allclose(lp.numpy(), expect, rtol=1e-15)
 
 
+def test_mrr_keeps_the_argmax_only_while_the_fit_accuracy_exceeds_one_over_k():
+    z = torch.tensor([[3.0, 1.0, 0.0, 0.0], [0.0, 2.0, 1.0, 0.0], [0.0, 0.0, 5.0, 1.0], [1.0, 1.0, 1.0, 2.0]])
+    assert calib.get("mrr").keeps_argmax is False              # not a promise the method makes for every fit
+    assert calib.fit("mrr", z, torch.tensor([0, 1, 3, 0])).keeps_argmax      # accuracy 1/2 > 1/4
+    for y in ([0, 0, 0, 0], [1, 0, 0, 0]):                                     # accuracy 0 and 1/4 = 1/K
+        fitted = calib.fit("mrr", z, torch.tensor(y))
+        assert not fitted.keeps_argmax
+        assert not torch.equal(fitted.apply(z).argmax(1), z.argmax(1))       # and it really moves it
+
+
 def test_mrr_low_accuracy_warns_and_perfect_accuracy_gives_zeros():
     z, y = _logits(200, 4, 0)
     low = calib.fit("mrr", z, (z.argmax(1) + 1) % 4)           # accuracy 0
@@ -453,7 +463,7 @@ def test_json_round_trip_chunks_and_normalised_rows(name):
     assert torch.equal(again.apply(z), whole)
     import json
     assert torch.equal(calib.from_json(json.dumps(fitted.to_json())).apply(z), whole)
-    assert again.keeps_argmax == (name == "mrr")
+    assert again.keeps_argmax == (name == "mrr" and fitted.params["accuracy"] > 1 / z.shape[1])
     if name == "mrr":
         assert torch.equal(whole.argmax(1), z.argmax(1))
 
@@ -487,6 +497,6 @@ def test_fit_reports_progress_and_stops_on_cancel(name):
 
 def test_registered_flags():
     assert {m: calib.get(m).keeps_argmax for m in METHODS} == {
-        "hb": False, "ir": False, "platt": False, "beta": False, "mrr": True}
+        "hb": False, "ir": False, "platt": False, "beta": False, "mrr": False}   # MRR: only while acc > 1/K
     assert {m: calib.get(m).binary_only for m in METHODS} == {
         "hb": False, "ir": False, "platt": True, "beta": True, "mrr": False}

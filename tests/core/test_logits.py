@@ -232,6 +232,20 @@ def test_find_run_by_name_model_or_suffix(tmp_path):
         "available runs: r-brier/cifar10, r-brier/cifar100, r-focal/cifar10")
 
 
+def test_find_run_matches_whole_path_components_only(tmp_path):
+    path = tmp_path / "parts.h5"
+    for model, dataset in [("resnet110-brier", "cifar100"), ("resnet110", "svhn")]:
+        write_run(path, model, dataset, "s", logits(), labels())
+    runs = list_runs(path)
+    assert find_run(runs, "cifar100").name == "resnet110-brier/cifar100"
+    assert find_run(runs, "resnet110-brier/cifar100").name == "resnet110-brier/cifar100"
+    assert find_run(runs, "/resnet110-brier/cifar100").name == "resnet110-brier/cifar100"  # the HDF5 group path
+    assert find_run(runs, "resnet110").name == "resnet110/svhn"  # the model, not a prefix of "resnet110-brier"
+    for partial in ("ar100", "0-brier/cifar100", "brier/cifar100", "vhn", "resnet11"):
+        has(error_of(find_run, runs, partial), "parts.h5", f"'{partial}' not found",
+            "available runs: resnet110-brier/cifar100, resnet110/svhn")
+
+
 # ----------------------------------------------------------------------------------- validation, one per error
 
 

@@ -248,3 +248,29 @@ def test_calibrator_options_from_the_panel(qtbot, window, demo_file):
     hb = window.session.evaluation.result("hb")
     assert hb.fitted.params["bins"] == 7
     assert window.session.evaluation.request.options_for("hb") == {"bins": 7}
+
+
+def test_a_non_numeric_lambda_is_refused_with_a_message(qtbot, window, demo_file):
+    """Not quietly replaced by 'auto' (issue 9, point 8.7)."""
+    window.open_files([demo_file])
+    _wait_idle(qtbot, window)
+    for name, box in window.panel.boxes.items():
+        box.setChecked(name in ("ts", "ms"))
+    lam = window.panel.option_widgets["ms"]["λ"]
+    lam.setText("abc")
+    gen, options = window.session.generation, window.session.options
+    window.panel.fit()
+    assert window.session.generation == gen and window.session.options == options     # nothing started
+    title, message = window.last_error
+    assert "option" in title.lower()
+    assert all(f in message for f in ("Matrix scaling", "λ", "'abc'", "'auto'")), message
+    window.error_box.close()
+    window.panel.boxes["ms"].setChecked(False)           # an unticked calibrator's field does not block a fit
+    window.panel.fit()
+    assert window.session.generation == gen + 1
+    _wait_idle(qtbot, window)
+    window.panel.boxes["ms"].setChecked(True)
+    lam.setText("0.5")
+    window.panel.fit()
+    assert window.session.generation == gen + 2 and dict(window.session.options)["ms"] == (("lam", 0.5),)
+    _wait_idle(qtbot, window)

@@ -1,0 +1,17 @@
+"""Where the bundled demo file lives; shared by the CLI and the window (which must not import the CLI)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .errors import CalibviewError
+
+
+def demo_path() -> Path:
+    """The bundled demo file (real CIFAR ResNet-110 logits, see resources/DEMO_SOURCES.md)."""
+    package = Path(__file__).resolve().parents[1]
+    for candidate in (package / "resources" / "demo.h5", package.parent / "resources" / "demo.h5"):
+        if candidate.is_file():
+            return candidate
+    raise CalibviewError("The bundled demo file resources/demo.h5 is missing from this installation; "
+                         "give an HDF5 file explicitly.")

@@ -1,0 +1,99 @@
+"""The worker's life: closing the window joins it, and a stale *completed* result is dropped (issue 9, 8.8-8.9)."""
+
+import logging
+import threading
+import time
+
+import numpy as np
+import pytest
+from PySide6 import QtCore
+
+from calibview.core.errors import Cancelled
+from calibview.core.evaluate import EvalRequest, evaluate
+from calibview.core.logits import write_run
+from calibview.gui import worker as worker_module
+from calibview.gui.main_window import MainWindow
+from calibview.gui.session import Session
+
+
+def _file(path, n=200_000, k=50):
+    rng = np.random.default_rng(1)
+    for split in ("val", "test"):
+        write_run(path, "big", "data", split, logits=rng.normal(size=(n, k)).astype(np.float32),
+                  labels=rng.integers(0, k, n), compression=None)
+    return path
+
+
+def test_closing_the_window_joins_a_worker_stuck_in_a_long_step(qtbot, tmp_path, monkeypatch, capfd, caplog):
+    """A step that does not look at the cancel event for longer than shutdown's first wait (5 s): before, the
+    window closed with the thread still running and Qt aborted with "Destroyed while thread is still running"."""
+    path = _file(tmp_path / "big.h5")
+    started = threading.Event()
+
+    def slow_then_real(request, progress=None, cancel=None):
+        started.set()
+        time.sleep(6.0)                              # e.g. one long HDF5 read or solver call
+        return evaluate(request, progress=progress, cancel=cancel)
+
+    monkeypatch.setattr(worker_module, "evaluate", slow_then_real)
+    w = MainWindow(settings=QtCore.QSettings(str(tmp_path / "s.ini"), QtCore.QSettings.IniFormat))
+    qtbot.addWidget(w)
+    w.show()
+    w.open_files([path])
+    assert started.wait(10)
+    thread = w.session._thread
+    with caplog.at_level(logging.WARNING, logger="calibview.gui.session"):
+        w.close()
+    finished = thread.isFinished()
+    thread.wait()                                    # so that a failure here does not abort the test process
+    assert finished
+    assert [r.getMessage() for r in caplog.records].count(
+        "calibview: waiting for the running evaluation to stop before closing.") == 1
+    assert "Destroyed while thread" not in capfd.readouterr().err
+
+
+def test_closing_the_window_right_after_starting_joins_the_worker(qtbot, tmp_path, capfd):
+    path = _file(tmp_path / "big.h5")
+    w = MainWindow(settings=QtCore.QSettings(str(tmp_path / "s.ini"), QtCore.QSettings.IniFormat))
+    qtbot.addWidget(w)
+    w.show()
+    w.open_files([path])
+    assert w.session.busy
+    w.close()
+    assert w.session._thread.isFinished()
+    assert "Destroyed while thread" not in capfd.readouterr().err
+
+
+@pytest.fixture
+def held_session(qtbot, monkeypatch):
+    """A Session whose worker holds every request until released, then reports it cancelled."""
+    gate = threading.Event()
+
+    def held(request, progress=None, cancel=None):
+        gate.wait(30)
+        raise Cancelled()
+
+    monkeypatch.setattr(worker_module, "evaluate", held)
+    session = Session()
+    yield session
+    gate.set()
+    session.shutdown()
+
+
+def test_a_completed_result_of_an_older_request_is_dropped(qtbot, held_session, demo_file):
+    session = held_session
+    request = EvalRequest(file=str(demo_file), run="resnet110-flsd53/cifar10", calibrators=("none",), n_boot=0)
+    old_result = evaluate(request)
+    new_result = evaluate(EvalRequest(file=str(demo_file), run="resnet110-brier/cifar10", calibrators=("none",),
+                                      n_boot=0))
+    emitted = []
+    session.evaluation_changed.connect(emitted.append)
+    old = session.evaluate(request)
+    new = session.evaluate(request)                  # supersedes it
+    assert new > old and session.busy
+    session._on_worker_finished(old, old_result)     # the older one completed after all: dropped
+    assert session.evaluation is None and emitted == [] and session.busy
+    session._on_worker_finished(new, new_result)     # the current one is accepted
+    assert session.evaluation is new_result and emitted == [new_result] and not session.busy
+    session._on_worker_finished(old, old_result)     # and a late stale one does not replace it
+    assert session.evaluation is new_result and emitted == [new_result]
