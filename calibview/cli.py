@@ -7,6 +7,7 @@ it is a terminal.
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 import threading
 import time
@@ -59,16 +60,93 @@ def _add_eval_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--option", action="append", default=[], metavar="CAL.KEY=VALUE",
                    help="a calibrator option, repeatable: hb.bins=20, hb.strategy=quantile, ms.penalty=l2, "
                         "ms.lam=0.1, dirichlet.lam=auto, platt.smooth_targets=true")
-    p.add_argument("--bins", default="15", help="number of bins, or 'auto' (default: 15)")
-    p.add_argument("--bandwidth", type=float, default=0.05, help="kernel bandwidth of the diagram (default 0.05)")
-    p.add_argument("--kernel", choices=("gaussian", "epanechnikov"), default="gaussian")
+    p.add_argument("--bins", default="15",
+                   help="number of bins, or 'auto' (default: 15); a comma-separated list is an ablation: 10,15,20")
+    p.add_argument("--bandwidth", default="0.05",
+                   help="kernel bandwidth of the diagram and of CAL (default 0.05); a list is an ablation: "
+                        "0.02,0.05,0.1")
+    p.add_argument("--kernel", default="gaussian",
+                   help="gaussian or epanechnikov (default gaussian); a list is an ablation: gaussian,epanechnikov")
     p.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples per interval (0: none)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     p.add_argument("--level", type=float, default=0.95, help="interval level (default 0.95)")
     p.add_argument("--device", default="auto", help="cpu, cuda or auto (default: auto)")
     p.add_argument("--max-memory", default="2G", metavar="SIZE",
                    help="a split larger than this in memory is streamed from disk in chunks (default 2G)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_log_options(p)
+
+
+def add_log_options(p: argparse.ArgumentParser) -> None:
+    """``--log-level`` and ``--quiet``, shared by the evaluation commands and the window."""
+    p.add_argument("--log-level", default=None, choices=LOG_LEVELS,
+                   help="messages on stderr: error, warning (default), info (one line per evaluation: what was "
+                        "fitted, reused and scored) or debug")
+    p.add_argument("--quiet", action="store_true", help="no progress bar; the same as --log-level error")
+
+
+LOG_LEVELS = ("error", "warning", "info", "debug")
+
+
+def setup_logging(args) -> None:
+    """The ``calibview`` logger writes ``calibview: message`` lines to stderr at the chosen level."""
+    level = args.log_level or ("error" if getattr(args, "quiet", False) else "warning")
+    log = logging.getLogger("calibview")
+    log.setLevel(getattr(logging, level.upper()))
+    if not any(isinstance(h, _StderrHandler) for h in log.handlers):
+        handler = _StderrHandler()
+        handler.setFormatter(logging.Formatter("calibview: %(message)s"))
+        log.addHandler(handler)
+        log.propagate = False
+
+
+class _StderrHandler(logging.StreamHandler):
+    """Writes to whatever sys.stderr is at the time of each record (not the one of its creation)."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value) -> None:
+        pass
+
+
+def _float_list(text: str, what: str) -> list[float]:
+    out = []
+    for item in str(text).split(","):
+        try:
+            out.append(float(item))
+        except ValueError:
+            raise CalibviewError(f"--{what} takes a number or a comma-separated list of numbers, not "
+                                 f"{item.strip()!r}.") from None
+    return out
+
+
+def _list(text: str) -> list[str]:
+    items = [t.strip() for t in str(text).split(",")]
+    if not all(items):
+        raise CalibviewError(f"{text!r} has an empty item; give a comma-separated list without gaps.")
+    return list(dict.fromkeys(items))
+
+
+def _settings(args) -> list:
+    """The (bins, bandwidth, kernel) combinations of the command line: one, or an ablation grid."""
+    from .core.engine import Setting
+
+    bins = [b if b.lower() == "auto" else _int_or_text(b) for b in _list(args.bins)]
+    bandwidths = list(dict.fromkeys(_float_list(args.bandwidth, "bandwidth")))
+    kernels = [k.lower() for k in _list(args.kernel)]
+    return [Setting(b, h, k) for b in bins for h in bandwidths for k in kernels]
+
+
+def _int_or_text(text: str):
+    try:
+        return int(text)
+    except ValueError:
+        return text              # refused with the valid choices by the request check
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -179,25 +257,34 @@ def _requests(args) -> list:
         if fit_split == eval_split and any(c != "none" for c in run_names):      # as the window warns
             print(f"calibview: warning: run {run.name}: calibrators were fitted and evaluated on the same split "
                   f"({eval_split}): these are in-sample numbers.", file=sys.stderr)
+        first = _settings(args)[0]
         requests.append(EvalRequest(file=str(file), run=run.name, eval_split=eval_split, fit_split=fit_split,
-                                    calibrators=run_names, bins=args.bins, n_boot=args.n_boot, seed=args.seed,
-                                    level=args.level, bandwidth=args.bandwidth, kernel=args.kernel,
+                                    calibrators=run_names, bins=first.bins, n_boot=args.n_boot, seed=args.seed,
+                                    level=args.level, bandwidth=first.bandwidth, kernel=first.kernel,
                                     device=args.device, options=options,
                                     max_memory=parse_size(args.max_memory)))
     return requests
 
 
 def _evaluate_all(args) -> list:
-    from .core.evaluate import evaluate
+    """Every run's evaluations, one per setting of the command line (an ablation shares fits and scores)."""
+    from .core.engine import Engine
+    from .core.evaluate import check_request
+    from dataclasses import replace
 
+    settings = _settings(args)
     requests = _requests(args)
+    for req in requests:                  # every request and setting is checked before any work starts
+        for s in settings:
+            check_request(replace(req, bins=s.bins, bandwidth=s.bandwidth, kernel=s.kernel))
     bar = ProgressBar(enabled=False if args.quiet else None)
     cancel = threading.Event()
+    engine = Engine()
     results = []
     try:
         for i, req in enumerate(requests):
             bar.prefix = f"{req.run} ({i + 1}/{len(requests)}) "
-            results.append(evaluate(req, progress=bar, cancel=cancel))
+            results.extend(engine.evaluate_settings(req, settings, progress=bar, cancel=cancel))
     finally:
         bar.done()
     return results
@@ -207,16 +294,30 @@ def _cmd_report(args) -> int:
     from .core.report import write_report
 
     evaluations = _evaluate_all(args)
-    paths = write_report(evaluations, args.out, bandwidth=args.bandwidth, kernel=args.kernel)
+    paths, messages = write_report(evaluations, args.out)
+    for message in messages:
+        logging.getLogger("calibview").warning(f"note: {message}")
+    firsts = _first_settings(evaluations)
     if not args.no_diagram:
-        paths += _write_diagrams(evaluations, Path(args.out), args.bandwidth, args.kernel)
-    for ev in evaluations:
+        paths += _write_diagrams(firsts, Path(args.out))
+    for ev in firsts:
         print(_summary_line(ev))
     print("wrote " + ", ".join(str(p) for p in paths))
     return 0
 
 
-def _write_diagrams(evaluations, out: Path, bandwidth: float, kernel: str) -> list[Path]:
+def _first_settings(evaluations) -> list:
+    """The evaluation of the first setting of each run (an ablation has one per setting)."""
+    seen, out = set(), []
+    for ev in evaluations:
+        key = (ev.run.file, ev.run.name, ev.request.fit_split, ev.request.eval_split)
+        if key not in seen:
+            seen.add(key)
+            out.append(ev)
+    return out
+
+
+def _write_diagrams(evaluations, out: Path) -> list[Path]:
     """diagram.png (one run) or diagram_<model>_<dataset>.png per run, drawn offscreen by the GUI's canvas."""
     try:
         from .gui.canvas import render_diagram_png
@@ -230,7 +331,8 @@ def _write_diagrams(evaluations, out: Path, bandwidth: float, kernel: str) -> li
         else:
             name = "diagram_" + "".join(c if c.isalnum() or c in "-." else "_" for c in ev.run.name) + ".png"
         title = f"{ev.run.name} · {ev.request.eval_split} (N = {ev.n_eval:,}, K = {ev.k})"
-        render_diagram_png(list(ev.results), out / name, bandwidth=bandwidth, kernel=kernel, title=title)
+        render_diagram_png(list(ev.results), out / name, bandwidth=ev.request.bandwidth, kernel=ev.request.kernel,
+                           title=title)
         paths.append(out / name)
     return paths
 
@@ -243,7 +345,7 @@ def _summary_line(ev) -> str:
         parts.append(f"{r.name}: err {100 * (1 - m['accuracy'].value):.2f}% ECE {100 * m['ece'].value:.2f}% "
                      f"NLL {m['nll'].value:.4g}{moved}")
         for w in r.warnings:
-            print(f"calibview: warning: {ev.run.name} {r.name}: {w}", file=sys.stderr)
+            logging.getLogger("calibview").warning(f"warning: {ev.run.name} {r.name}: {w}")
     return f"{ev.run.name} [{ev.request.eval_split}, N={ev.n_eval}, K={ev.k}] " + "; ".join(parts)
 
 
@@ -257,11 +359,18 @@ def _cmd_metrics(args) -> int:
     else:
         cols = ("accuracy", "nll", "brier", "ece", "ace", "classwise_ece", "smece", "cal", "tot",
                 "sharpness_gap")
-        head = f"{'run':32s} {'calibrator':10s} " + " ".join(f"{c[:13]:>13s}" for c in cols)
+        ablation = len({(r["bins"], r["bandwidth"], r["kernel"]) for r in rows}) > 1
+
+        def setting(row) -> str:
+            return f"{row['bins']:>4} {row['bandwidth']:<7g} {row['kernel'][:5]:5s} " if ablation else ""
+
+        head = f"{'run':32s} {'calibrator':10s} " + ("bins bw      kern. " if ablation else "") + \
+            " ".join(f"{c[:13]:>13s}" for c in cols)
         print(head)
         for row in rows:
             run = f"{row['model']}/{row['dataset']}"
-            print(f"{run[:32]:32s} {row['calibrator'][:10]:10s} " + " ".join(f"{row[c]:13.6g}" for c in cols))
+            print(f"{run[:32]:32s} {row['calibrator'][:10]:10s} " + setting(row) +
+                  " ".join(f"{row[c]:13.6g}" for c in cols))
     return 0
 
 
@@ -369,6 +478,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 0
     from .core.stream import tune_allocator
     tune_allocator()                # a process-wide choice, so the program makes it, not the import of the core
+    if hasattr(args, "log_level"):
+        setup_logging(args)
     try:
         return COMMANDS[args.command](args)
     except Cancelled:
