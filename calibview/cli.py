@@ -17,6 +17,7 @@ from typing import Optional, Sequence
 from . import __version__
 from .core.demo import demo_path
 from .core.errors import Cancelled, CalibviewError
+from .logs import LOG_LEVELS, add_log_options, setup_logging
 
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130
@@ -74,44 +75,6 @@ def _add_eval_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-memory", default="2G", metavar="SIZE",
                    help="a split larger than this in memory is streamed from disk in chunks (default 2G)")
     add_log_options(p)
-
-
-def add_log_options(p: argparse.ArgumentParser) -> None:
-    """``--log-level`` and ``--quiet``, shared by the evaluation commands and the window."""
-    p.add_argument("--log-level", default=None, choices=LOG_LEVELS,
-                   help="messages on stderr: error, warning (default), info (one line per evaluation: what was "
-                        "fitted, reused and scored) or debug")
-    p.add_argument("--quiet", action="store_true", help="no progress bar; the same as --log-level error")
-
-
-LOG_LEVELS = ("error", "warning", "info", "debug")
-
-
-def setup_logging(args) -> None:
-    """The ``calibview`` logger writes ``calibview: message`` lines to stderr at the chosen level."""
-    level = args.log_level or ("error" if getattr(args, "quiet", False) else "warning")
-    log = logging.getLogger("calibview")
-    log.setLevel(getattr(logging, level.upper()))
-    if not any(isinstance(h, _StderrHandler) for h in log.handlers):
-        handler = _StderrHandler()
-        handler.setFormatter(logging.Formatter("calibview: %(message)s"))
-        log.addHandler(handler)
-        log.propagate = False
-
-
-class _StderrHandler(logging.StreamHandler):
-    """Writes to whatever sys.stderr is at the time of each record (not the one of its creation)."""
-
-    def __init__(self) -> None:
-        super().__init__(sys.stderr)
-
-    @property
-    def stream(self):
-        return sys.stderr
-
-    @stream.setter
-    def stream(self, value) -> None:
-        pass
 
 
 def _float_list(text: str, what: str) -> list[float]:

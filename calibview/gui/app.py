@@ -2,14 +2,33 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import signal
 import sys
 from typing import Optional, Sequence
 
+from calibview.core.errors import CalibviewError
+from calibview.logs import add_log_options, setup_logging
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    """``calibview [FILE ...] [--run MODEL/DATASET] [--calibrators LIST] [--log-level LEVEL]``; Qt's own options
+    (``-style``, ``-platform``, ...) are left to QApplication."""
+    p = argparse.ArgumentParser(prog="calibview", description="The calibview window (see `calibview --help` for "
+                                                              "the commands without a window).")
+    p.add_argument("files", nargs="*", metavar="FILE", help="HDF5 logits files to open (default: the demo)")
+    p.add_argument("--run", metavar="MODEL/DATASET", help="the run to select and evaluate")
+    p.add_argument("--calibrators", metavar="LIST", help="calibrators to tick, comma-separated: ts,vs,hb")
+    add_log_options(p)
+    args, _qt = p.parse_known_args(list(argv))
+    return args
+
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    args = parse_args(argv)
+    setup_logging(args)
     if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY") or sys.platform in ("win32", "darwin")
             or os.environ.get("QT_QPA_PLATFORM")):
         print("calibview: no display found (DISPLAY is not set); for the report without a window use "
@@ -25,11 +44,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     QtCore.QCoreApplication.setApplicationName("calibview")
     app = QtWidgets.QApplication.instance() or QtWidgets.QApplication([sys.argv[0], *argv])
     window = MainWindow()
-    files = [a for a in argv if not a.startswith("-")]
-    if files:
-        window.open_files(files)
-    else:
-        window.open_demo()
+    try:
+        window.start(args.files, run=args.run, calibrators=args.calibrators)
+    except CalibviewError as e:
+        print(f"calibview: error: {e}", file=sys.stderr)
+        return 2
     window.show()
     # Ctrl+C in the terminal closes the window cleanly (Python only sees signals between Qt events).
     signal.signal(signal.SIGINT, lambda *_: window.close())

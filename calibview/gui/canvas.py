@@ -205,6 +205,8 @@ class CalibrationCanvas(QtWidgets.QWidget):
         self._hidden: set[str] = set()
         self._bandwidth = 0.05
         self._kernel = "gaussian"
+        self._computed_at: Optional[tuple] = None      # (bandwidth, kernel) of the results' CAL
+        self._legend_stale = False
         self._show_bins = False
         self._title = ""
         self._readout = ""
@@ -297,8 +299,11 @@ class CalibrationCanvas(QtWidgets.QWidget):
         self._bottom.setLabel("bottom", "confidence", **label_style)
 
     # ------------------------------------------------------------------------------------------------ public API
-    def set_results(self, results: Sequence, *, title: str = "") -> None:
-        """Replace everything drawn. Names hidden with ``set_visible`` stay hidden; new names are shown."""
+    def set_results(self, results: Sequence, *, title: str = "", computed_at: Optional[tuple] = None) -> None:
+        """Replace everything drawn. Names hidden with ``set_visible`` stay hidden; new names are shown.
+        ``computed_at`` (bandwidth, kernel) of the results' CAL: the legend shows CAL only while the curves are
+        drawn at that bandwidth and kernel (None: always)."""
+        self._computed_at = computed_at
         for s in self._series:
             s.remove(self._top, self._bottom)
         self._series = [_Series(r, calibrator_color(r.name, i), self._top, self._bottom)
@@ -336,6 +341,8 @@ class CalibrationCanvas(QtWidgets.QWidget):
             self._refresh_visibility()
             raise
         self._update_title()
+        if self._legend_stale != self._cal_stale():
+            self._update_legend()            # CAL was computed at another bandwidth: shown as pending
 
     def set_show_bins(self, on: bool) -> None:
         self._show_bins = bool(on)
@@ -460,6 +467,10 @@ class CalibrationCanvas(QtWidgets.QWidget):
         self._title_item.setText(f"<span style='color:{t.foreground}'>{head}</span>"
                                  f"<span style='color:{t.muted}'>{html.escape(sub)}</span>", size=f"{_FONT_PT}pt")
 
+    def _cal_stale(self) -> bool:
+        at = self._computed_at
+        return at is not None and (float(at[0]), str(at[1])) != (self._bandwidth, self._kernel)
+
     def _update_legend(self) -> None:
         t = self._theme
         shown = [s for s in self._series if s.name not in self._hidden]
@@ -470,15 +481,17 @@ class CalibrationCanvas(QtWidgets.QWidget):
         num = "style='padding: 1px 5px 1px 5px' align='right'"
         rows = [f"<tr style='color:{t.muted}'><td></td><td {cell}></td><td {num}>ECE</td><td {num}>CAL</td>"
                 f"<td {num}>TOT</td></tr>"]
+        stale = self._legend_stale = self._cal_stale()
         for s in shown:
             m = s.result.metrics
+            cal = "…" if stale else _fmt(m, 'cal', 100, 2)
             swatch = f"<span style='color:{themed_color(s.color, t.name)}; font-weight:bold'>&#9473;&#9473;</span>"
             rows.append(
                 f"<tr><td {cell}>{swatch}</td><td {cell}>{html.escape(s.result.label)}</td>"
-                f"<td {num}>{_fmt(m, 'ece', 100, 2, '%')}</td><td {num}>{_fmt(m, 'cal', 100, 2)}</td>"
+                f"<td {num}>{_fmt(m, 'ece', 100, 2, '%')}</td><td {num}>{cal}</td>"
                 f"<td {num}>{_fmt(m, 'tot', 100, 1)}</td></tr>")
         rows.append(f"<tr style='color:{t.muted}'><td></td><td colspan='4' {cell}>"
-                    f"<small>CAL and TOT &times;100 (Chidambaram &amp; Ge)</small></td></tr>")
+                    f"<small>CAL (at h) and TOT (= Brier, any h) &times;100</small></td></tr>")
         self._legend.setHtml(f"<table cellspacing='0' style='color:{t.foreground}; font-size:{_FONT_PT - 1}pt'>"
                              + "".join(rows) + "</table>")
         self._legend.show()

@@ -11,6 +11,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from calibview import __version__
 from calibview.core import report
 from calibview.core.demo import demo_path
+from calibview.core import calibrators as calib
 from calibview.core.errors import CalibviewError
 from calibview.gui.browser import Browser
 from calibview.gui.calibrators import CalibratorPanel
@@ -68,15 +69,17 @@ class BandwidthBar(QtWidgets.QWidget):
         layout.addWidget(self.show_bins)
         self._updating = False
         self.slider.valueChanged.connect(self._on_slider_value_changed)
-        self.slider.sliderReleased.connect(self._on_settled)
+        self.slider.sliderReleased.connect(self._on_settle_timeout)
         self.box.valueChanged.connect(self._on_box_value_changed)
-        self.box.editingFinished.connect(self._on_settled)
+        self.box.editingFinished.connect(self._on_settle_timeout)
         self.kernel.currentIndexChanged.connect(self._on_kernel_changed)
         self.bins.editingFinished.connect(self._on_bins_changed)
-        # Metrics that depend on the bandwidth (CAL, TOT) are refreshed once the user stops moving it.
+        # The metrics that depend on the bandwidth (CAL and the sharpness gap; TOT is the Brier score) are
+        # refreshed when the user lets go: at once on release, Enter, Ctrl+[ / Ctrl+] and a kernel switch (the
+        # engine recomputes only those), after a short pause for keys held on the slider.
         self.settle = QtCore.QTimer(self)
         self.settle.setSingleShot(True)
-        self.settle.setInterval(600)
+        self.settle.setInterval(250)
         self.settle.timeout.connect(self._on_settle_timeout)
         self.sync()
 
@@ -90,7 +93,7 @@ class BandwidthBar(QtWidgets.QWidget):
 
     def step(self, factor: float) -> None:
         self.set_bandwidth(min(max(self.session.bandwidth * factor, H_MIN), H_MAX))
-        self._on_settled()
+        self._on_settle_timeout()
 
     def set_bandwidth(self, h: float) -> None:
         self.session.set_bandwidth(h)
@@ -118,7 +121,7 @@ class BandwidthBar(QtWidgets.QWidget):
         if self._updating:
             return
         self.session.set_bandwidth(self.session.bandwidth, self.kernel.currentData())
-        self._on_settled()
+        self._on_settle_timeout()
 
     def _on_bins_changed(self) -> None:
         value = "auto" if self.bins.value() == 1 else self.bins.value()
@@ -130,6 +133,7 @@ class BandwidthBar(QtWidgets.QWidget):
         self.settle.start()
 
     def _on_settle_timeout(self) -> None:
+        self.settle.stop()
         ev = self.session.evaluation
         if ev is not None and (ev.request.bandwidth, ev.request.kernel) != (self.session.bandwidth,
                                                                              self.session.kernel):
@@ -265,6 +269,35 @@ class MainWindow(QtWidgets.QMainWindow):
             if self.session.open_file(p):
                 self._remember_recent(str(Path(p).resolve()))
 
+    def start(self, files=(), *, run: Optional[str] = None, calibrators: Optional[str] = None) -> None:
+        """What the command line asks for: open ``files`` (the demo when none), tick ``calibrators`` (a comma-
+        separated list) and evaluate ``run`` (MODEL/DATASET; the first run otherwise). A bad name raises
+        CalibviewError before anything is opened."""
+        if calibrators:
+            names = [c.strip() for c in calibrators.split(",") if c.strip()]
+            for name in names:
+                calib.get(name)
+            self.session.set_calibrators(names)
+            for name, box in self.panel.boxes.items():
+                box.setChecked(name in self.session.calibrators)
+        paths = [str(p) for p in files] or [str(demo_path())]
+        opened = [p for p in paths if self.session.open_file(p, select=False)]
+        for p in opened:
+            self._remember_recent(str(Path(p).resolve()))
+        if not opened:
+            return
+        if run:
+            for p in opened:
+                path = str(Path(p).expanduser().resolve())
+                try:
+                    self.session.select_run(path, run)
+                    return
+                except CalibviewError:
+                    continue
+            raise CalibviewError(f"No opened file has a run '{run}'; see `calibview runs FILE` for the names.")
+        path = str(Path(opened[0]).expanduser().resolve())
+        self.session.select_run(path, self.session.files[path][0].name)
+
     def open_dialog(self) -> None:
         start = self.settings.value("last_dir", str(Path.home()))
         paths, _ = QtWidgets.QFileDialog.getOpenFileNames(
@@ -353,7 +386,8 @@ class MainWindow(QtWidgets.QMainWindow):
             self.canvas.set_results([])
             return
         title = f"{ev.run.name} · {ev.request.eval_split} (N = {ev.n_eval:,}, K = {ev.k})"
-        self.canvas.set_results(list(ev.results), title=title)
+        self.canvas.set_results(list(ev.results), title=title,
+                                computed_at=(ev.request.bandwidth, ev.request.kernel))
         self.canvas.set_bandwidth(self.session.bandwidth, self.session.kernel)
         self.canvas.set_visible(self.session.visible)
         warnings = [f"{r.label}: {w}" for r in ev.results for w in r.warnings]
@@ -362,6 +396,8 @@ class MainWindow(QtWidgets.QMainWindow):
         if ev.request.fit_split == ev.request.eval_split and ev.n_fit:
             warnings.append(f"Calibrators were fitted and evaluated on the same split ({ev.request.eval_split}): "
                             "these are in-sample numbers.")
+        if ev.pending:
+            return                  # the progress text stays until the intervals arrive
         msg = f"Evaluated in {ev.elapsed_s:.1f} s on {ev.device}"
         self.progress_label.setText(msg + (f" · {len(warnings)} warning(s)" if warnings else ""))
         self.progress_label.setToolTip("\n".join(warnings))

@@ -158,6 +158,10 @@ class MetricsTableModel(QtCore.QAbstractTableModel):
         if role in (_DISPLAY, VALUE_TEXT_ROLE, INTERVAL_TEXT_ROLE):
             value = _num(est.value * scale, d)
             if not _has_interval(est.lo, est.hi):
+                if self._ev.pending and self._ev.request.n_boot:
+                    # intervals are on their way (progressive results): say so rather than show none
+                    return "pending…" if role == INTERVAL_TEXT_ROLE else value if role == VALUE_TEXT_ROLE else \
+                        f"{value} [pending]"
                 return "" if role == INTERVAL_TEXT_ROLE else value
             lo, hi = _num(est.lo * scale, d), _num(est.hi * scale, d)
             # The delegate's second line is narrow; the text copied and read by screen readers is explicit.

@@ -62,6 +62,7 @@ class Session(QtCore.QObject):
         self._worker.moveToThread(self._thread)
         self._request.connect(self._worker.run, QtCore.Qt.QueuedConnection)
         self._worker.progressed.connect(self._on_worker_progressed, QtCore.Qt.QueuedConnection)
+        self._worker.partial.connect(self._on_worker_partial, QtCore.Qt.QueuedConnection)
         self._worker.finished.connect(self._on_worker_finished, QtCore.Qt.QueuedConnection)
         self._worker.failed.connect(self._on_worker_failed, QtCore.Qt.QueuedConnection)
         self._worker.cancelled.connect(self._on_worker_cancelled, QtCore.Qt.QueuedConnection)
@@ -69,8 +70,9 @@ class Session(QtCore.QObject):
 
     # --- files and selection ---------------------------------------------------------------------------------
 
-    def open_file(self, path: str | Path) -> bool:
-        """Read a file's metadata (never its arrays) and select its first run; errors become error_occurred."""
+    def open_file(self, path: str | Path, *, select: bool = True) -> bool:
+        """Read a file's metadata (never its arrays) and select its first run (unless ``select`` is False);
+        errors become error_occurred."""
         path = str(Path(path).expanduser().resolve())
         try:
             runs = lg.list_runs(path)
@@ -79,7 +81,8 @@ class Session(QtCore.QObject):
             return False
         self.files[path] = runs
         self.files_changed.emit()
-        self.select_run(path, runs[0].name)
+        if select:
+            self.select_run(path, runs[0].name)
         return True
 
     def close_file(self, path: str) -> None:
@@ -178,7 +181,7 @@ class Session(QtCore.QObject):
         self._thread.quit()
         if self._thread.wait(timeout_ms):
             return
-        _log.warning("calibview: waiting for the running evaluation to stop before closing.")
+        _log.warning("waiting for the running evaluation to stop before closing.")
         while not self._thread.wait(max(4 * timeout_ms, 1000)):
             pass
 
@@ -187,6 +190,11 @@ class Session(QtCore.QObject):
     def _on_worker_progressed(self, generation: int, fraction: float, message: str) -> None:
         if generation == self.generation:
             self.progress_changed.emit(fraction, message)
+
+    def _on_worker_partial(self, generation: int, evaluation: Evaluation) -> None:
+        """Point estimates and curves as each calibrator is scored (intervals pending); the request runs on."""
+        if generation == self.generation and not (self._cancel is not None and self._cancel.is_set()):
+            self._set_evaluation(evaluation)
 
     def _on_worker_finished(self, generation: int, evaluation: Evaluation) -> None:
         if generation != self.generation:

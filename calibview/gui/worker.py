@@ -1,4 +1,5 @@
-"""Runs ``core.evaluate`` on a QThread. The only module that knows both Qt and the core's callbacks.
+"""Runs the core's :class:`~calibview.core.engine.Engine` on a QThread. The only module that knows both Qt and the
+core's callbacks. The engine lives here, on the worker thread, so its cache is only ever touched by one thread.
 
 Each request carries a generation number and its own cancel event; results travel back through queued signals
 tagged with that number, so the session can drop what a newer request has superseded (Orange3 #2184), and the
@@ -13,20 +14,26 @@ import traceback
 
 from PySide6 import QtCore
 
+from calibview.core.engine import Engine
 from calibview.core.errors import Cancelled, CalibviewError
-from calibview.core.evaluate import EvalRequest, evaluate
+from calibview.core.evaluate import EvalRequest
 
 
 class EvaluationWorker(QtCore.QObject):
     """Lives on a worker thread; ``run`` is invoked through a queued signal from the session."""
 
     progressed = QtCore.Signal(int, float, str)      # generation, fraction, message
+    partial = QtCore.Signal(int, object)             # generation, Evaluation with intervals pending
     finished = QtCore.Signal(int, object)            # generation, Evaluation
     failed = QtCore.Signal(int, str)                 # generation, one-sentence message
     cancelled = QtCore.Signal(int)                   # generation
 
     #: Progress is forwarded at most this often (seconds): the GUI needs ~20 updates a second, not thousands.
     progress_interval = 0.05
+
+    def __init__(self, engine: Engine | None = None) -> None:
+        super().__init__()
+        self.engine = engine or Engine()
 
     @QtCore.Slot(int, object, object)
     def run(self, generation: int, request: EvalRequest, cancel: threading.Event) -> None:
@@ -42,7 +49,8 @@ class EvaluationWorker(QtCore.QObject):
                 self.progressed.emit(generation, fraction, message)
 
         try:
-            result = evaluate(request, progress=progress, cancel=cancel)
+            result = self.engine.evaluate(request, progress=progress, cancel=cancel,
+                                          on_partial=lambda ev: self.partial.emit(generation, ev))
         except Cancelled:
             self.cancelled.emit(generation)
         except CalibviewError as e:

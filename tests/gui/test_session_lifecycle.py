@@ -30,12 +30,14 @@ def test_closing_the_window_joins_a_worker_stuck_in_a_long_step(qtbot, tmp_path,
     path = _file(tmp_path / "big.h5")
     started = threading.Event()
 
-    def slow_then_real(request, progress=None, cancel=None):
+    real = worker_module.Engine.evaluate
+
+    def slow_then_real(self, request, progress=None, cancel=None, on_partial=None):
         started.set()
         time.sleep(6.0)                              # e.g. one long HDF5 read or solver call
-        return evaluate(request, progress=progress, cancel=cancel)
+        return real(self, request, progress=progress, cancel=cancel, on_partial=on_partial)
 
-    monkeypatch.setattr(worker_module, "evaluate", slow_then_real)
+    monkeypatch.setattr(worker_module.Engine, "evaluate", slow_then_real)
     w = MainWindow(settings=QtCore.QSettings(str(tmp_path / "s.ini"), QtCore.QSettings.IniFormat))
     qtbot.addWidget(w)
     w.show()
@@ -48,7 +50,7 @@ def test_closing_the_window_joins_a_worker_stuck_in_a_long_step(qtbot, tmp_path,
     thread.wait()                                    # so that a failure here does not abort the test process
     assert finished
     assert [r.getMessage() for r in caplog.records].count(
-        "calibview: waiting for the running evaluation to stop before closing.") == 1
+        "waiting for the running evaluation to stop before closing.") == 1
     assert "Destroyed while thread" not in capfd.readouterr().err
 
 
@@ -69,12 +71,13 @@ def held_session(qtbot, monkeypatch):
     """A Session whose worker holds every request until released, then reports it cancelled."""
     gate = threading.Event()
 
-    def held(request, progress=None, cancel=None):
-        gate.wait(30)
-        raise Cancelled()
+    class Held:
+        def evaluate(self, request, progress=None, cancel=None, on_partial=None):
+            gate.wait(30)
+            raise Cancelled()
 
-    monkeypatch.setattr(worker_module, "evaluate", held)
     session = Session()
+    session._worker.engine = Held()
     yield session
     gate.set()
     session.shutdown()
