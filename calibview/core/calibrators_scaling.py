@@ -10,7 +10,21 @@ Objective, over the N rows of the fit split:
 
     mean_i [ -log softmax(A(x_i) + b)[y_i] ]  +  penalty(W, b)
 
-Penalties (VS has none), with ``off(W)`` the K(K - 1) off-diagonal entries of W, means over the entries named:
+VS fits no penalty, but a class with fewer than ``min_count`` (default 10) rows in the fit split is pinned:
+without its data the NLL has no finite optimum (an absent class's probability is pushed to 0, a class with one
+or two rows is usually separable along its own score), and at K = 21,843 with 10,000 fit rows no class has 10.
+Pinned classes keep the temperature-scaling map (``absent="ts"``, default: w_c = 1/T, T fitted on the same split)
+or the identity (``absent="identity"``: w_c = 1), with b_c = 0 and the other classes' b centred to mean 0 (b is
+defined up to a common shift; a free shift of the fitted classes against the pinned ones would push the pinned
+classes' probabilities to 0 just as well). ``absent="free"`` is the old unpinned fit. When every class has
+``min_count`` rows nothing is pinned and the fit is the plain unpenalised one (unchanged). With every class
+pinned, VS is temperature scaling (no L-BFGS iterations). ``prior`` (default 0) adds a Gaussian pull worth
+``prior`` samples per parameter towards the temperature-scaling start (see ``_Objective._prior_and_grad``).
+The fitted parameters report ``absent``, ``min_count``, ``prior`` and ``pinned_classes``; a warning names the
+count. VS reads the stored scores chunk by chunk (``metrics.chunk_rows(K)`` rows) and makes float64 features per
+chunk, so it never holds an (N, K) float64 copy.
+
+Penalties (MS and Dirichlet), with ``off(W)`` the K(K - 1) off-diagonal entries of W, means over the entries named:
 
 - ``"odir"`` (default; Kull et al.'s off-diagonal and intercept regularisation, normalised like dirichletcal's
   ``reg_norm=True``): ``lam * mean(off(W)^2) + mu * mean(b^2)``, plus ``(lam / K) * (W_cc - 1)^2`` for each
