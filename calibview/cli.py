@@ -393,6 +393,7 @@ def _cmd_apply(args) -> int:
 
     from .core import logits as lg
     from .core.evaluate import scores_tensor
+    from .core.metrics import chunk_rows
 
     run = lg.find_run(args.file, args.run)
     fitted = _load_calibrator(args.calibrator, run.name, args.use)
@@ -403,8 +404,8 @@ def _cmd_apply(args) -> int:
     scores = scores_tensor(data)          # no copy of logits; probabilities become log-probabilities
     probs = np.empty(scores.shape, dtype=np.float64)
     with torch.inference_mode():
-        for start in range(0, scores.shape[0], 4096):
-            probs[start:start + 4096] = fitted.apply(scores[start:start + 4096]).exp().numpy()
+        for start in range(0, scores.shape[0], rows := chunk_rows(scores.shape[1])):
+            probs[start:start + rows] = fitted.apply(scores[start:start + rows]).exp().numpy()
     model = args.model or f"{run.model}+{fitted.method}"
     attrs = {"calibrated_from": f"{args.file}:{run.path}/{args.split}", "calibrator": fitted.method}
     lg.write_run(args.out, model, run.dataset or "data", args.split, probs=probs, labels=data.labels,

@@ -52,8 +52,10 @@ from scipy.special import expit
 
 from .calibrators import Fitted, Method, get, register
 from .errors import CalibviewError, check_cancel, report
+from .metrics import chunk_rows
 
-CHUNK_ROWS = 4096        # rows per pass at fit time (apply receives chunks from its caller)
+# Rows per pass at fit time: chunk_rows(K) (float64 (rows, K) temporaries of ~16 MB); apply receives chunks from
+# its caller.
 CLASS_BLOCK = 64         # classes per block when whole columns are processed (quantiles, isotonic fits)
 _EPS = float(np.finfo(np.float64).eps)
 _LOG_CLIP = (math.log(_EPS), math.log1p(-_EPS))    # betacal's clip of p to [eps, 1 - eps], in logs
@@ -77,9 +79,10 @@ def _columns(scores: torch.Tensor, cancel, progress, what: str) -> np.ndarray:
     """The (K, N) float64 probabilities of the fit split, one class per row (8 N K bytes)."""
     n, k = scores.shape
     out = np.empty((k, n))
-    for start in range(0, n, CHUNK_ROWS):
+    rows = chunk_rows(k)
+    for start in range(0, n, rows):
         check_cancel(cancel)
-        stop = min(n, start + CHUNK_ROWS)
+        stop = min(n, start + rows)
         out[:, start:stop] = probabilities(scores[start:stop]).cpu().numpy().T
         report(progress, stop / n, f"{what}: {stop} of {n} rows")
     return out
@@ -100,7 +103,8 @@ def _fit_checks(scores: torch.Tensor, labels: torch.Tensor, label: str) -> list[
                              "they must have one label per row.")
     if n == 1:
         return [f"{label} was fitted on a single row, so it only knows that row's class."]
-    if all(bool((scores[s:s + CHUNK_ROWS] == scores[:1]).all()) for s in range(0, n, CHUNK_ROWS)):
+    rows = chunk_rows(int(scores.shape[1]))
+    if all(bool((scores[s:s + rows] == scores[:1]).all()) for s in range(0, n, rows)):
         return [f"Every row of the fit split has the same scores, so {label} can only learn the class "
                 "frequencies."]
     return []
@@ -191,9 +195,10 @@ class HistogramBinning(_OneVsRest):
         count = torch.zeros(k * b, dtype=torch.float64, device=scores.device)
         pos = torch.zeros(k * b, dtype=torch.float64, device=scores.device)
         start0 = 0.0 if strategy == "uniform" else 0.5
-        for start in range(0, n, CHUNK_ROWS):
+        rows = chunk_rows(k)
+        for start in range(0, n, rows):
             check_cancel(cancel)
-            stop = min(n, start + CHUNK_ROWS)
+            stop = min(n, start + rows)
             flat = self._flat_bins(prepared, probabilities(scores[start:stop]))
             count += torch.bincount(flat.reshape(-1), minlength=k * b).to(torch.float64)
             pos += torch.bincount(flat.gather(1, y[start:stop, None])[:, 0], minlength=k * b).to(torch.float64)
@@ -474,10 +479,11 @@ class MRR(Method):
         if k < 2:
             raise CalibviewError("The MRR baseline needs at least 2 classes.")
         correct = 0
-        for start in range(0, n, CHUNK_ROWS):
+        rows = chunk_rows(k)
+        for start in range(0, n, rows):
             check_cancel(cancel)
-            pred = scores[start:start + CHUNK_ROWS].argmax(dim=1)
-            correct += int((pred == labels[start:start + CHUNK_ROWS].to(pred.device)).sum())
+            pred = scores[start:start + rows].argmax(dim=1)
+            correct += int((pred == labels[start:start + rows].to(pred.device)).sum())
         acc = correct / n
         report(progress, 1.0, f"MRR: fit-split accuracy {acc:.6g}")
         if acc == 1.0:

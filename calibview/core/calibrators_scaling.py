@@ -10,7 +10,21 @@ Objective, over the N rows of the fit split:
 
     mean_i [ -log softmax(A(x_i) + b)[y_i] ]  +  penalty(W, b)
 
-Penalties (VS has none), with ``off(W)`` the K(K - 1) off-diagonal entries of W, means over the entries named:
+VS fits no penalty, but a class with fewer than ``min_count`` (default 10) rows in the fit split is pinned:
+without its data the NLL has no finite optimum (an absent class's probability is pushed to 0, a class with one
+or two rows is usually separable along its own score), and at K = 21,843 with 10,000 fit rows no class has 10.
+Pinned classes keep the temperature-scaling map (``absent="ts"``, default: w_c = 1/T, T fitted on the same split)
+or the identity (``absent="identity"``: w_c = 1), with b_c = 0 and the other classes' b centred to mean 0 (b is
+defined up to a common shift; a free shift of the fitted classes against the pinned ones would push the pinned
+classes' probabilities to 0 just as well). ``absent="free"`` is the old unpinned fit. When every class has
+``min_count`` rows nothing is pinned and the fit is the plain unpenalised one (unchanged). With every class
+pinned, VS is temperature scaling (no L-BFGS iterations). ``prior`` (default 0) adds a Gaussian pull worth
+``prior`` samples per parameter towards the temperature-scaling start (see ``_Objective._prior_and_grad``).
+The fitted parameters report ``absent``, ``min_count``, ``prior`` and ``pinned_classes``; a warning names the
+count. VS reads the stored scores chunk by chunk (``metrics.chunk_rows(K)`` rows) and makes float64 features per
+chunk, so it never holds an (N, K) float64 copy.
+
+Penalties (MS and Dirichlet), with ``off(W)`` the K(K - 1) off-diagonal entries of W, means over the entries named:
 
 - ``"odir"`` (default; Kull et al.'s off-diagonal and intercept regularisation, normalised like dirichletcal's
   ``reg_norm=True``): ``lam * mean(off(W)^2) + mu * mean(b^2)``, plus ``(lam / K) * (W_cc - 1)^2`` for each
@@ -49,12 +63,14 @@ import torch
 from . import stream
 from .calibrators import Method, fit_temperature, register
 from .errors import CalibviewError, check_cancel, report
+from .metrics import chunk_rows
 
 LOG_FLOOR = math.log(np.finfo(np.float64).tiny)     # -708.396...
 MAX_MATRIX_PARAMS = 25_000_000                      # K^2 above this is refused (K > 5000)
 PENALTIES = ("odir", "l2")
-_CHUNK_ELEMS = 1 << 20                              # rows per chunk <= this / K (8 MB of float64)
-_CHUNK_FLOPS = 1 << 26                              # and <= this / K^2 for a matrix (a cancel check per ~0.05 s)
+ABSENT = ("ts", "identity", "free")                 # VS: the map of classes absent from the fit split
+_CHUNK_FLOPS = 1 << 26                              # rows per chunk <= this / K^2 for a matrix (a cancel check
+                                                    # per ~0.05 s), and <= metrics.chunk_rows(K) for all
 _SCALE_WARN = 1e3
 _SEPARABLE_NLL = 1e-6
 _PATIENCE = 3                                       # iterations in a row below rel_tol to stop
@@ -103,17 +119,20 @@ class _Objective:
     iterations for Dirichlet at K = 100). The penalty is defined on (W, b) and chained back to (A, c)."""
 
     def __init__(self, x: torch.Tensor, y: torch.Tensor, matrix: bool, penalty: str | None, lam: float,
-                 mu: float, cancel=None, feature=None, tick=None):
+                 mu: float, cancel=None, feature=None, tick=None, pinned: torch.Tensor | None = None,
+                 pinned_w: float = 1.0):
         self.y, self.matrix, self.penalty, self.lam, self.mu = y, matrix, penalty, lam, mu
         self.n, self.k = x.shape
         self.cancel, self.tick = cancel, tick
+        self.rows = max(1, min(chunk_rows(self.k), _CHUNK_FLOPS // self.k ** 2 if matrix else self.n))
         if feature is None:
             self.m = x.mean(dim=0)
             sd = x.std(dim=0, correction=0)
             self.u, self.source, self.feature = None, None, None
         else:
-            # x is a StreamedSplit of raw scores and ``feature`` maps a chunk of it to features: every pass reads
-            # the split from disk; one first pass gives the column means and standard deviations.
+            # x holds the raw scores (in memory in their own dtype, or a StreamedSplit read from disk on every
+            # pass) and ``feature`` maps a chunk of rows to float64 features: no (N, K) float64 copy. One first
+            # pass gives the column means and standard deviations.
             self.u, self.source, self.feature = None, x, feature
             shift = s1 = s2 = None
             for _, z, _ in self._chunks(standardised=False):
@@ -131,7 +150,15 @@ class _Objective:
             self.u = (x - self.m).div_(self.s)
         counts = torch.bincount(y, minlength=self.k)
         self.absent = (counts == 0).to(torch.float64) if bool((counts == 0).any()) else None
-        self.rows = max(1, min(_CHUNK_ELEMS // self.k, _CHUNK_FLOPS // self.k ** 2 if matrix else self.n))
+        # VS with pinned classes (the absent ones): their (w_c, b_c) stay where the start put them (gradient 0),
+        # and the other classes' b are centred (mean 0, the pinned b_c = 0): b is only defined up to a common
+        # shift, and a free shift of the present classes against the pinned ones would push the pinned classes'
+        # probabilities to 0 as surely as free parameters do.
+        self.pinned, self.pinned_w = pinned, pinned_w
+        self.prior, self.theta0 = 0.0, None         # VS prior strength and centre (set by the fit)
+        if pinned is not None:
+            self.free = (~pinned).to(torch.float64)
+            self.n_free = max(1.0, float(self.free.sum()))
 
     def _chunks(self, standardised: bool = True):
         """(first row, standardised features u, labels) over the fit split: the features in memory, or chunks
@@ -139,23 +166,38 @@ class _Objective:
         if self.source is None:
             yield 0, self.u, self.y
             return
-        for start, z, y in self.source.chunks():
+        chunks = self.source.chunks() if stream.is_streamed(self.source) else \
+            stream.tensor_chunks(self.source, self.y, self.rows)
+        for start, z, y in chunks:
             check_cancel(self.cancel)
             x = self.feature(z)
             yield start, ((x - self.m).div_(self.s) if standardised else x), y
             if self.tick is not None:
                 self.tick(min(self.n, start + z.shape[0]) / self.n)
 
+    def _centred(self, a_par: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+        """c with the free classes' b = c - w m shifted to mean 0 (VS with pinned classes; else c itself)."""
+        if self.pinned is None:
+            return c
+        delta = ((c - a_par * self.m / self.s) * self.free).sum() / self.n_free
+        return c - delta * self.free
+
     def to_model(self, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         a, c = _unpack(theta, self.k, self.matrix)
         w = a / self.s
-        return w, c - (w @ self.m if self.matrix else w * self.m)
+        b = self._centred(a, c) - (w @ self.m if self.matrix else w * self.m)
+        if self.pinned is not None:         # exactly the pinned values (theta holds them up to rounding)
+            w, b = w.clone(), b.clone()
+            w[self.pinned] = self.pinned_w
+            b[self.pinned] = 0.0
+        return w, b
 
     def from_model(self, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         return torch.cat([(w * self.s).reshape(-1), b + (w @ self.m if self.matrix else w * self.m)])
 
     def nll_and_grad(self, theta: torch.Tensor) -> tuple[float, torch.Tensor]:
         a_par, b = _unpack(theta, self.k, self.matrix)
+        b = self._centred(a_par, b)
         grad = torch.zeros_like(theta)
         g_a, g_b = _unpack(grad, self.k, self.matrix)
         total = torch.zeros((), dtype=torch.float64, device=theta.device)
@@ -165,6 +207,13 @@ class _Objective:
                 self._accumulate(a_par, b, u[start:start + self.rows], y[start:start + self.rows, None],
                                  total, g_a, g_b)
         grad /= self.n
+        if self.pinned is not None:
+            # chain rule through the centring (c_j -= free_j * mean_free(c - a m / s)), then pin
+            g_sum = (g_b * self.free).sum() / self.n_free
+            g_b.sub_(g_sum * self.free)
+            g_a.add_(g_sum * self.free * self.m / self.s)
+            g_a[self.pinned] = 0.0
+            g_b[self.pinned] = 0.0
         return float(total) / self.n, grad
 
     def _accumulate(self, a_par, b, uc, yc, total, g_a, g_b) -> None:
@@ -183,6 +232,8 @@ class _Objective:
 
     def penalty_and_grad(self, theta: torch.Tensor) -> tuple[float, torch.Tensor]:
         grad = torch.zeros_like(theta)
+        if not self.matrix:
+            return self._prior_and_grad(theta, grad)
         if self.penalty is None:
             return 0.0, grad
         k = self.k
@@ -209,6 +260,23 @@ class _Objective:
         g_c += g_b
         g_a += (g_w - torch.outer(g_b, self.m)).div_(self.s)
         return float(value), grad
+
+    def _prior_and_grad(self, theta: torch.Tensor, grad: torch.Tensor) -> tuple[float, torch.Tensor]:
+        """VS: (prior / 2N) * sum over the free classes of (a_k - a0_k)^2 + (d_k - mean d)^2, d = c - c0, in the
+        standardised parameters (slope per standard deviation of the class's score, logit at its mean score)
+        around the start (a0, c0), temperature scaling: a Gaussian prior worth ``prior`` samples per parameter."""
+        if not self.prior or self.theta0 is None:
+            return 0.0, grad
+        k = self.k
+        d = theta - self.theta0
+        da, dc = d[:k], d[k:]
+        free = self.free if self.pinned is not None else torch.ones_like(dc)
+        dc = (dc - (dc * free).sum() / free.sum()) * free
+        da = da * free
+        scale = self.prior / self.n
+        grad[:k] = scale * da
+        grad[k:] = scale * dc
+        return float(0.5 * scale * (da.square().sum() + dc.square().sum())), grad
 
     def __call__(self, theta: torch.Tensor) -> tuple[float, float, torch.Tensor]:
         """(objective, NLL, gradient of the objective in theta)."""
@@ -325,10 +393,13 @@ class _AffineSoftmax(Method):
     def _theta0(self, objective, k: int, device, temperature: float = 1.0):
         """Start at temperature scaling, W = I / T, b = 0 (contained in all three models: for Dirichlet,
         softmax(log_softmax(z) / T) = softmax(z / T)); from the identity, L-BFGS needed several times more
-        iterations on CIFAR-like data."""
+        iterations on CIFAR-like data. Pinned VS classes start (and stay) at their pinned w."""
         eye = torch.eye(k, dtype=torch.float64, device=device) if self.matrix else \
             torch.ones(k, dtype=torch.float64, device=device)
-        return objective.from_model(eye / temperature, torch.zeros(k, dtype=torch.float64, device=device))
+        eye = eye / temperature
+        if getattr(objective, "pinned", None) is not None:
+            eye[objective.pinned] = objective.pinned_w
+        return objective.from_model(eye, torch.zeros(k, dtype=torch.float64, device=device))
 
     def fit(self, scores, labels, *, progress=None, cancel=None):
         check_cancel(cancel)
@@ -348,18 +419,32 @@ class _AffineSoftmax(Method):
                             "parameter), so it will overfit the fit split; prefer temperature or vector scaling, "
                             "or more fit data.")
         streamed = stream.is_streamed(scores)
+        absent_rule = getattr(self, "absent", "free")
         with torch.no_grad():
-            x = scores if streamed else _features(scores, self.log_probs, LOG_FLOOR)
+            # VS reads the scores chunk by chunk in their own dtype (features made per chunk, no (N, K) float64
+            # copy: 1.7 GB at 10,000 x 21,843); matrix methods (K <= 5,000) keep the features in memory
+            x = scores if streamed or not self.matrix else _features(scores, self.log_probs, LOG_FLOOR)
             y = labels.to(device=x.device, dtype=torch.int64)
-            absent = int((torch.bincount(y, minlength=k) == 0).sum())
-            if absent:
+            counts = torch.bincount(y, minlength=k)
+            absent = int((counts == 0).sum())
+            temperature = fit_temperature(scores, y, cancel=cancel)[0]
+            if not 1e-3 < temperature < 1e3:        # a separable fit split: start from the identity instead
+                temperature = 1.0
+            pinned, pinned_w = None, 1.0
+            rare = counts < getattr(self, "min_count", 1)
+            if bool(rare.any()) and not self.matrix and absent_rule != "free":
+                pinned, pinned_w = rare, (1.0 / temperature if absent_rule == "ts" else 1.0)
+                n_rare = int(rare.sum())
+                warnings.append(
+                    f"{n_rare} of the {k} classes have fewer than {self.min_count} rows in the fit split "
+                    f"({absent} do not occur in the fit split); {self.label} keeps "
+                    + ("the temperature-scaling map" if absent_rule == "ts" else "the identity map")
+                    + f" for them (w = {pinned_w:.6g}, b = the mean b of the other classes).")
+            elif absent:
                 warnings.append(f"{absent} of the {k} classes do not occur in the fit split, so the fit pushes "
                                 "their probabilities down with nothing to say how far; "
                                 + ("only the penalty keeps them finite." if self.matrix else
                                    "they stay finite, but are unreliable."))
-            temperature = fit_temperature(scores, y, cancel=cancel)[0]
-            if not 1e-3 < temperature < 1e3:        # a separable fit split: start from the identity instead
-                temperature = 1.0
             lam, mu, selection = self._strengths(x, y, k, cancel, progress, temperature)
             main = progress
             if selection.get("grid") and progress is not None:      # the selection used 0 .. 0.6
@@ -372,12 +457,21 @@ class _AffineSoftmax(Method):
                     passes[0] += fr >= 1.0
                     report(progress, min(0.95, (passes[0] + fr % 1.0) / 100),
                            f"{self.label}: pass {passes[0] + (fr < 1.0)} over the fit split, {fr:.0%} read")
-                stream_args = {"feature": lambda z: _features(z, self.log_probs, LOG_FLOOR), "tick": tick}
+                stream_args = {"tick": tick}
+            if not self.matrix:
+                stream_args.update(feature=lambda z: _features(z, self.log_probs, LOG_FLOOR), pinned=pinned,
+                                   pinned_w=pinned_w)
             objective = _Objective(x, y, self.matrix, self.penalty, lam, mu, cancel, **stream_args)
             del x
-            theta, info = _minimise(objective, self._theta0(objective, k, y.device, temperature),
-                                    max_iter=self.max_iter,
-                                    rel_tol=self.rel_tol, what=self.label, progress=main)
+            theta0 = self._theta0(objective, k, y.device, temperature)
+            if not self.matrix:
+                objective.prior, objective.theta0 = self.prior, theta0
+            if pinned is not None and bool(pinned.all()):       # nothing to fit: temperature scaling
+                f, nll, _ = objective(theta0)
+                theta, info = theta0, {"objective": f, "nll": nll, "iterations": 0, "converged": True}
+            else:
+                theta, info = _minimise(objective, theta0, max_iter=self.max_iter, rel_tol=self.rel_tol,
+                                        what=self.label, progress=main)
             a_par, b = objective.to_model(theta)
             if self.matrix:
                 a_par, b = _canonical(a_par, b, self.penalty)
@@ -394,6 +488,9 @@ class _AffineSoftmax(Method):
             params.update(penalty=self.penalty, lam=lam, mu=mu)
             if selection:
                 params["lam_selection"] = selection
+        else:
+            params.update(absent=absent_rule, min_count=self.min_count, prior=self.prior,
+                          pinned_classes=0 if pinned is None else int(pinned.sum()))
         params.update(log_floor=LOG_FLOOR, fit_nll=info["nll"], fit_objective=info["objective"],
                       iterations=info["iterations"], converged=info["converged"])
         report(progress, 1.0, f"{self.label}: fit-split NLL {info['nll']:.6g}")
@@ -420,9 +517,21 @@ class _AffineSoftmax(Method):
 
 
 class VectorScaling(_AffineSoftmax):
-    """softmax(z * w + b), unpenalised mean NLL."""
+    """softmax(z * w + b), unpenalised mean NLL; classes absent from the fit split keep the temperature-scaling
+    map (``absent="ts"``, default), the identity (``"identity"``) or are fitted like the others (``"free"``, no
+    finite optimum); see the module docstring."""
 
     name, label, keeps_argmax, streams = "vs", "Vector scaling", False, True
+
+    def __init__(self, absent: str = "ts", min_count: int = 10, prior: float = 0.0, **kwargs):
+        super().__init__(**kwargs)
+        if absent not in ABSENT:
+            raise CalibviewError(f"Unknown absent={absent!r} for {self.label}; choose from {', '.join(ABSENT)}.")
+        if not (math.isfinite(prior) and prior >= 0):
+            raise CalibviewError(f"The {self.label} prior must be finite and >= 0 (got {prior}).")
+        if int(min_count) != min_count or min_count < 1:
+            raise CalibviewError(f"The {self.label} min_count must be an integer >= 1 (got {min_count}).")
+        self.absent, self.min_count, self.prior = absent, int(min_count), float(prior)
 
 
 class MatrixScaling(_AffineSoftmax):
