@@ -434,8 +434,8 @@ class MainWindow(QtWidgets.QMainWindow):
         self.table.setEnabled(not stale)
         if stale:
             run = self.session.run
-            self.stale_label.setText(f"Computing {run.name} ({self.session.eval_split})… "
-                                     "the diagram still shows the previous selection")
+            what = f"{run.name} ({self.session.eval_split})" if run is not None else "a new request"
+            self.stale_label.setText(f"Computing {what}… the diagram still shows the previous selection")
             self.stale_label.adjustSize()
             self.stale_label.move(max(0, (self.canvas.width() - self.stale_label.width()) // 2), 40)
             self.stale_label.raise_()

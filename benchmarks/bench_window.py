@@ -1,0 +1,172 @@
+"""The window's evaluation time versus the CLI's compute time for the same request (issue 9, point 7).
+
+    QT_QPA_PLATFORM=offscreen python benchmarks/bench_window.py [--quick] [--pairs 5]
+
+Window run: from ``session.evaluate()`` to the result delivered in the GUI thread (the session's
+``evaluation_changed``, after the main window has drawn it), in a real event loop with the real MainWindow shown.
+The process is set up as ``python -m calibview.gui.app`` sets it up (``app.configure_openmp`` before torch loads).
+CLI run: a fresh ``python`` process that runs the same request through ``calibview.core.evaluate.evaluate`` in
+its main thread, as ``calibview metrics`` does, with this script's original environment, and prints
+``evaluation.elapsed_s`` (its compute time; the interpreter start and imports are not counted).
+Runs are interleaved (window, CLI, window, ...) so that load on a shared machine hits both sides alike; the
+medians and their ratio (target: window / CLI <= 1.2) are printed.
+
+The window side goes only through Session (``evaluate`` and its signals), the CLI side only through ``evaluate``,
+so a caching engine behind either keeps this script valid (give it requests that do not hit a cache).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import dataclasses
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+FULL = ("none", "ts", "ts-grid", "vs", "hb", "ir", "mrr")
+QUICK = ("none", "ts")
+
+_CHILD = """
+import ast, json, sys
+from calibview.core.evaluate import EvalRequest, evaluate
+ev = evaluate(EvalRequest(**ast.literal_eval(sys.stdin.read())))
+print(json.dumps({"elapsed_s": ev.elapsed_s, "timings": dict(ev.timings)}))
+"""
+
+
+def cli_run(request, env: dict) -> dict:
+    """The request's compute time in a fresh process (main thread), as ``calibview metrics`` runs it."""
+    fields = repr(dataclasses.asdict(request))
+    ast.literal_eval(fields)                          # the request must survive the trip as a literal
+    env = dict(env, PYTHONPATH=os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep))
+    out = subprocess.run([sys.executable, "-c", _CHILD], input=fields, capture_output=True, text=True, env=env,
+                         cwd=ROOT, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+class WindowSide:
+    """The real MainWindow, shown, with the file open; ``run()`` times one evaluation through the Session."""
+
+    def __init__(self, file: str, run: str, calibrators, n_boot: int) -> None:
+        from PySide6 import QtCore, QtWidgets
+
+        from calibview.gui.main_window import MainWindow
+
+        self.QtCore = QtCore
+        self.app = QtWidgets.QApplication.instance() or QtWidgets.QApplication([sys.argv[0]])
+        self.tmp = tempfile.TemporaryDirectory()
+        settings = QtCore.QSettings(os.path.join(self.tmp.name, "settings.ini"), QtCore.QSettings.IniFormat)
+        self.window = MainWindow(settings=settings)
+        self.window.resize(1400, 900)
+        self.window.show()
+        self.session = self.window.session
+        self._wait(lambda: self.window.open_files([file]))           # the window's own first evaluation
+        path = str(Path(file).resolve())
+        self.session.select_run(path, run, evaluate=False)
+        self.session.set_calibrators(calibrators)
+        self.session.n_boot = n_boot
+        self.request = self.session.build_request()
+
+    def _wait(self, start) -> tuple[float, object]:
+        """Run ``start`` inside a real event loop; return (seconds until the evaluation reached the GUI thread,
+        the evaluation)."""
+        loop = self.QtCore.QEventLoop()
+        got: dict = {}
+
+        def on_changed(ev) -> None:
+            if ev is not None:
+                got["t1"], got["ev"] = time.perf_counter(), ev
+                loop.quit()
+
+        def on_error(title: str, message: str) -> None:
+            got["error"] = f"{title}: {message}"
+            loop.quit()
+
+        def begin() -> None:
+            got["t0"] = time.perf_counter()
+            start()
+
+        self.session.evaluation_changed.connect(on_changed)       # after MainWindow's: timed once it has drawn
+        self.session.error_occurred.connect(on_error)
+        self.QtCore.QTimer.singleShot(0, begin)
+        try:
+            loop.exec()
+        finally:
+            self.session.evaluation_changed.disconnect(on_changed)
+            self.session.error_occurred.disconnect(on_error)
+        if "error" in got:
+            raise RuntimeError(got["error"])
+        return got["t1"] - got["t0"], got["ev"]
+
+    def run(self) -> tuple[float, object]:
+        return self._wait(self.session.evaluate)
+
+    def close(self) -> None:
+        self.window.close()
+        self.tmp.cleanup()
+
+
+def _stages(timings) -> str:
+    fit = sum(v for k, v in timings.items() if k.startswith("fit:"))
+    return (f"read {timings.get('read', 0):5.2f}  fit {fit:5.2f}  metrics {timings.get('metrics', 0):5.2f}  "
+            f"bootstrap {timings.get('bootstrap', 0):6.2f}")
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--file", default=str(ROOT / "resources" / "demo.h5"))
+    p.add_argument("--run", default="resnet110-brier/cifar100")
+    p.add_argument("--calibrators", default=None, help=f"comma-separated (default {','.join(FULL)})")
+    p.add_argument("--n-boot", type=int, default=None, help="bootstrap resamples (default 1000)")
+    p.add_argument("--pairs", type=int, default=None, help="interleaved window/CLI pairs (default 5)")
+    p.add_argument("--quick", action="store_true", help="none,ts; 100 resamples; 2 pairs (under a minute)")
+    p.add_argument("--no-app-setup", action="store_true",
+                   help="skip app.configure_openmp (the window as it ran before issue 9.7's fix)")
+    args = p.parse_args(argv)
+    calibrators = tuple(args.calibrators.split(",")) if args.calibrators else (QUICK if args.quick else FULL)
+    n_boot = args.n_boot if args.n_boot is not None else (100 if args.quick else 1000)
+    pairs = args.pairs or (2 if args.quick else 5)
+
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))                  # this checkout's calibview, also when run as a script
+    cli_env = dict(os.environ)                         # the CLI as a user runs it, before the app's set-up
+    if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+        os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    from calibview.gui import app
+    if not args.no_app_setup and not app.configure_openmp():
+        print("note: torch was imported before the window's set-up; the window side is not as the app runs")
+    import torch
+
+    window = WindowSide(args.file, args.run, calibrators, n_boot)
+    req = window.request
+    print(f"{req.run}: {', '.join(req.calibrators)}; fit {req.fit_split}, eval {req.eval_split}; "
+          f"n_boot {req.n_boot}; bandwidth {req.bandwidth:g} {req.kernel}; device {req.device}")
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} CPUs, "
+          f"Qt platform {window.app.platformName()}, window OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}, "
+          f"CLI OMP_WAIT_POLICY={cli_env.get('OMP_WAIT_POLICY')}")
+    win_s, cli_s = [], []
+    try:
+        for i in range(pairs):
+            t, ev = window.run()
+            win_s.append(t)
+            print(f"pair {i + 1}  window {t:6.2f} s (core {ev.elapsed_s:6.2f})  {_stages(ev.timings)}", flush=True)
+            out = cli_run(req, cli_env)
+            cli_s.append(out["elapsed_s"])
+            print(f"        CLI    {out['elapsed_s']:6.2f} s                 {_stages(out['timings'])}  "
+                  f"load {os.getloadavg()[0]:.1f}", flush=True)
+    finally:
+        window.close()
+    w, c = statistics.median(win_s), statistics.median(cli_s)
+    print(f"median window {w:.2f} s, median CLI compute {c:.2f} s, window / CLI = {w / c:.2f} (target <= 1.2)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
