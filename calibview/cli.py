@@ -17,7 +17,7 @@ from typing import Optional, Sequence
 from . import __version__
 from .core.demo import demo_path
 from .core.errors import Cancelled, CalibviewError
-from .logs import LOG_LEVELS, add_log_options, setup_logging
+from .startup import add_log_options, configure_openmp, setup_logging
 
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130
@@ -430,6 +430,7 @@ COMMANDS = {"report": _cmd_report, "metrics": _cmd_metrics, "runs": _cmd_runs, "
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    configure_openmp()              # before anything loads torch (see calibview.startup)
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or (argv[0] not in COMMANDS and not argv[0].startswith("-")):
         # `calibview` and `calibview FILE ...` open the desktop app (the bundled demo when no file is given).

@@ -9,7 +9,7 @@ import sys
 from typing import Optional, Sequence
 
 from calibview.core.errors import CalibviewError
-from calibview.logs import add_log_options, setup_logging
+from calibview.startup import add_log_options, configure_openmp, setup_logging
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
@@ -23,23 +23,6 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     add_log_options(p)
     args, _qt = p.parse_known_args(list(argv))
     return args
-
-
-def configure_openmp() -> bool:
-    """Make torch's OpenMP threads sleep instead of spin when idle; True if it took effect.
-
-    libgomp's default keeps each idle OpenMP thread spinning for ~300,000 iterations after every parallel region.
-    In the window the evaluation's OpenMP team shares the cores with the GUI thread, Qt's render threads, the
-    display server and whatever else the desktop runs; whenever one team thread is preempted its partners spin at
-    the next barrier for their whole time slice. Measured on the 2-core dev machine under load, the seven-calibrator
-    demo evaluation took 75-135 s spinning and 12-17 s passive (the VS fit alone 20 s vs 0.5 s). libgomp reads
-    the setting once, when torch loads it, so this must run before anything imports torch (``calibview.core``
-    does); an explicit OMP_WAIT_POLICY in the environment wins.
-    """
-    if "torch" in sys.modules:
-        return False
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    return True
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
