@@ -432,8 +432,9 @@ COMMANDS = {"report": _cmd_report, "metrics": _cmd_metrics, "runs": _cmd_runs, "
 def main(argv: Optional[Sequence[str]] = None) -> int:
     configure_openmp()              # before anything loads torch (see calibview.startup)
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or (argv[0] not in COMMANDS and not argv[0].startswith("-")):
-        # `calibview` and `calibview FILE ...` open the desktop app (the bundled demo when no file is given).
+    if not argv or (argv[0] not in COMMANDS and argv[0] not in ("-h", "--help", "--version")):
+        # `calibview`, `calibview FILE ...` and `calibview --run R --calibrators ts,vs` open the desktop app (the
+        # bundled demo when no file is given).
         from .gui.app import main as gui_main
         return gui_main(argv)
     parser = build_parser()

@@ -463,6 +463,8 @@ class _Job:
                 dists.update(self.dists.get((name, part)) or self.cache.get(self._dist_key(name, part)) or {})
             if sc.classwise_dist.get(b) is not None and dists:
                 dists["classwise_ece"] = sc.classwise_dist[b]
+            if "brier" in dists:
+                dists["tot"] = dists["brier"]      # TOT is the Brier score, whatever the bandwidth
         metrics = {}
         for m in METRIC_NAMES:
             iv = percentile_interval(dists[m], self.req.level) if m in dists else None
