@@ -414,10 +414,6 @@ class _AffineSoftmax(Method):
         warnings: list[str] = []
         if n == 1:
             warnings.append(f"{self.label} was fitted on a single sample; its parameters are meaningless.")
-        elif n < 10 * n_params:
-            warnings.append(f"{self.label} fits {n_params:,} parameters on only {n:,} samples (fewer than 10 per "
-                            "parameter), so it will overfit the fit split; prefer temperature or vector scaling, "
-                            "or more fit data.")
         streamed = stream.is_streamed(scores)
         absent_rule = getattr(self, "absent", "free")
         with torch.no_grad():
@@ -445,6 +441,13 @@ class _AffineSoftmax(Method):
                                 "their probabilities down with nothing to say how far; "
                                 + ("only the penalty keeps them finite." if self.matrix else
                                    "they stay finite, but are unreliable."))
+            # pinned VS classes have no free parameters: count only those the fit really chooses
+            n_free = n_params if pinned is None else 2 * (k - int(pinned.sum()))
+            if 1 < n < 10 * n_free:
+                warnings.append(f"{self.label} fits {n_free:,} parameters on only {n:,} samples (fewer than 10 "
+                                "per parameter), so it will overfit the fit split; prefer "
+                                + ("temperature or vector scaling" if self.matrix else "temperature scaling")
+                                + ", or more fit data.")
             lam, mu, selection = self._strengths(x, y, k, cancel, progress, temperature)
             main = progress
             if selection.get("grid") and progress is not None:      # the selection used 0 .. 0.6

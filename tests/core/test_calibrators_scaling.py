@@ -319,3 +319,13 @@ def test_cancel_during_fit_stops_promptly_and_progress_is_monotone(method):
     seen.clear()
     calib.fit(method, z, y, progress=lambda f, m: seen.append(f))
     assert seen == sorted(seen) and 0 <= seen[0] and seen[-1] == 1.0
+
+
+def test_vs_overfit_warning_counts_only_the_free_parameters():
+    z, y = _logits(300, 200, 0)                          # every class has < 10 rows: all pinned, nothing free
+    warned = calib.fit("vs", z, y).warnings
+    assert not any("overfit" in w for w in warned)
+    assert any("keeps the temperature-scaling map" in w for w in warned)
+    z, y = _logits(150, 10, 0)                           # ~15 rows a class; one class has < 10 and is pinned
+    warned = calib.fit("vs", z, y).warnings
+    assert any("18 parameters on only 150 samples" in w and "prefer temperature scaling" in w for w in warned)
