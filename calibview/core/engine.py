@@ -300,6 +300,7 @@ class _Job:
                   stream.tensor_chunks(scores, labels, chunk_rows(k)))
         for start, z, y in chunks:
             check_cancel(self.cancel)
+            stream.trim_heap()          # the previous chunk's temporaries: see stream.trim_heap (in memory too)
             base_pred[start:start + z.shape[0]] = z.argmax(dim=1)
             for nm in names:
                 cw = cws[nm]
@@ -343,6 +344,7 @@ class _Job:
         fitted = self.fitted[name]
         for start, z, y in stream.tensor_chunks(scores, labels, chunk_rows(self.k)):
             check_cancel(self.cancel)
+            stream.trim_heap()
             lp = fitted.apply(z)
             cw.add(start, lp, lp.exp(), y)
             stop = start + z.shape[0]
