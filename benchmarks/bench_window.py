@@ -2,12 +2,16 @@
 
     QT_QPA_PLATFORM=offscreen python benchmarks/bench_window.py [--quick] [--pairs 5]
 
-Window run: from ``session.evaluate()`` to the result delivered in the GUI thread (the session's
-``evaluation_changed``, after the main window has drawn it), in a real event loop with the real MainWindow shown.
-The process is set up as ``python -m calibview.gui.app`` sets it up (``app.configure_openmp`` before torch loads).
-CLI run: a fresh ``python`` process that runs the same request through ``calibview.core.evaluate.evaluate`` in
-its main thread, as ``calibview metrics`` does, with this script's original environment, and prints
-``evaluation.elapsed_s`` (its compute time; the interpreter start and imports are not counted).
+Window run: from ``session.evaluate()`` to the finished result (every interval; not a partial one) delivered in
+the GUI thread (the session's ``evaluation_changed``, after the main window has drawn it), in a real event loop
+with the real MainWindow shown. The process is set up as ``python -m calibview.gui.app`` sets it up
+(``app.configure_openmp`` before torch loads). The window's engine cache is emptied before each run, so every
+window run computes from scratch like the CLI's fresh process (the first partial result's time is printed too).
+CLI run: a fresh ``python`` process that starts as ``calibview metrics`` starts (``startup.configure_openmp``
+before torch loads: OMP_WAIT_POLICY=PASSIVE unless the environment sets it), runs the same request through
+``calibview.core.evaluate.evaluate`` (a fresh Engine) in its main thread, with this script's original
+environment, and prints ``evaluation.elapsed_s`` (its compute time; the interpreter start and imports are not
+counted). The last line is ``RESULT {json}`` for scripts (bench_engine.py).
 Runs are interleaved (window, CLI, window, ...) so that load on a shared machine hits both sides alike; the
 medians and their ratio (target: window / CLI <= 1.2) are printed.
 
@@ -34,10 +38,13 @@ FULL = ("none", "ts", "ts-grid", "vs", "hb", "ir", "mrr")
 QUICK = ("none", "ts")
 
 _CHILD = """
-import ast, json, sys
+import ast, json, os, sys
+from calibview.startup import configure_openmp
+configure_openmp()                      # as calibview.cli.main does, before torch loads
 from calibview.core.evaluate import EvalRequest, evaluate
 ev = evaluate(EvalRequest(**ast.literal_eval(sys.stdin.read())))
-print(json.dumps({"elapsed_s": ev.elapsed_s, "timings": dict(ev.timings)}))
+print(json.dumps({"elapsed_s": ev.elapsed_s, "timings": dict(ev.timings),
+                  "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY")}))
 """
 
 
@@ -81,7 +88,9 @@ class WindowSide:
         got: dict = {}
 
         def on_changed(ev) -> None:
-            if ev is not None:
+            if ev is not None and getattr(ev, "pending", False):
+                got.setdefault("t_partial", time.perf_counter())        # intervals pending: not done yet
+            elif ev is not None:
                 got["t1"], got["ev"] = time.perf_counter(), ev
                 loop.quit()
 
@@ -103,9 +112,12 @@ class WindowSide:
             self.session.error_occurred.disconnect(on_error)
         if "error" in got:
             raise RuntimeError(got["error"])
+        self.last_partial_s = got["t_partial"] - got["t0"] if "t_partial" in got else float("nan")
         return got["t1"] - got["t0"], got["ev"]
 
     def run(self) -> tuple[float, object]:
+        """One cold evaluation: the engine's cache is emptied first (between runs, no request in flight)."""
+        self.session._worker.engine.cache.clear()
         return self._wait(self.session.evaluate)
 
     def close(self) -> None:
@@ -115,7 +127,7 @@ class WindowSide:
 
 def _stages(timings) -> str:
     fit = sum(v for k, v in timings.items() if k.startswith("fit:"))
-    return (f"read {timings.get('read', 0):5.2f}  fit {fit:5.2f}  metrics {timings.get('metrics', 0):5.2f}  "
+    return (f"fit {fit:5.2f}  score {timings.get('score', 0):5.2f}  "
             f"bootstrap {timings.get('bootstrap', 0):6.2f}")
 
 
@@ -149,22 +161,30 @@ def main(argv=None) -> int:
     print(f"{req.run}: {', '.join(req.calibrators)}; fit {req.fit_split}, eval {req.eval_split}; "
           f"n_boot {req.n_boot}; bandwidth {req.bandwidth:g} {req.kernel}; device {req.device}")
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} CPUs, "
-          f"Qt platform {window.app.platformName()}, window OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}, "
-          f"CLI OMP_WAIT_POLICY={cli_env.get('OMP_WAIT_POLICY')}")
-    win_s, cli_s = [], []
+          f"Qt platform {window.app.platformName()}, window OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}")
+    win_s, cli_s, partial_s, cli_policy = [], [], [], set()
     try:
         for i in range(pairs):
             t, ev = window.run()
             win_s.append(t)
-            print(f"pair {i + 1}  window {t:6.2f} s (core {ev.elapsed_s:6.2f})  {_stages(ev.timings)}", flush=True)
+            partial_s.append(window.last_partial_s)
+            print(f"pair {i + 1}  window {t:6.2f} s (core {ev.elapsed_s:6.2f}, first partial "
+                  f"{window.last_partial_s:5.2f})  {_stages(ev.timings)}", flush=True)
             out = cli_run(req, cli_env)
             cli_s.append(out["elapsed_s"])
+            cli_policy.add(out.get("omp_wait_policy"))
             print(f"        CLI    {out['elapsed_s']:6.2f} s                 {_stages(out['timings'])}  "
                   f"load {os.getloadavg()[0]:.1f}", flush=True)
     finally:
         window.close()
     w, c = statistics.median(win_s), statistics.median(cli_s)
-    print(f"median window {w:.2f} s, median CLI compute {c:.2f} s, window / CLI = {w / c:.2f} (target <= 1.2)")
+    print(f"median window {w:.2f} s, median CLI compute {c:.2f} s, window / CLI = {w / c:.2f} (target <= 1.2); "
+          f"CLI OMP_WAIT_POLICY={','.join(sorted(map(str, cli_policy)))}")
+    print("RESULT " + json.dumps({"window_s": win_s, "cli_s": cli_s, "first_partial_s": partial_s,
+                                  "median_window_s": w, "median_cli_s": c, "ratio": w / c,
+                                  "calibrators": list(req.calibrators), "n_boot": req.n_boot,
+                                  "run": req.run, "pairs": pairs, "window_omp": os.environ.get("OMP_WAIT_POLICY"),
+                                  "cli_omp": sorted(map(str, cli_policy))}))
     return 0
 
 

@@ -1,6 +1,6 @@
 """calibview against the libraries a user would otherwise reach for: one table, every row measured in this run.
 
-    python benchmarks/run.py                       # all four sizes (about 20 minutes on a 2-core VM)
+    python benchmarks/run.py --markdown benchmarks/RESULTS.md   # all four sizes (about 30 minutes on 2 cores)
     python benchmarks/run.py --sizes 50000x1000    # one size
     python benchmarks/run.py --quick               # tiny sizes, one repeat: checks that the suite still runs
 
@@ -8,7 +8,11 @@ Each row times calibview and its peer on the same synthetic logits (informative 
 a temporary HDF5 file), the median of --repeats runs after a warm-up; a peer slower than --slow seconds is timed
 once, and the table says so. ``ratio`` is peer time / calibview time (above 1: calibview is faster); ``agree``
 compares the values. Nothing is asserted: the machines are shared and noisy, so read the ratios, which are
-measured side by side. Peers: torchmetrics, netcal, relplot 1.0.3, scikit-learn, sharpcal 0.0.2 (its
+measured side by side. Nothing is extrapolated: the whole-report rows run the peers for real, once for the point
+estimates at every size, and with every resample recomputed by the peers at ``--resample-size`` (2,000 x 10 by
+default, where the dense CAL/TOT peer is cheap). ``--markdown FILE`` replaces the section between
+``<!-- run.py -->`` and ``<!-- /run.py -->`` (the whole file if it has no markers), including the issue 5 targets
+computed from the rows. Peers: torchmetrics, netcal, relplot 1.0.3, scikit-learn, sharpcal 0.0.2 (its
 TemperatureScaler; its dense calibration-sharpness estimator needs the ``datasets`` package, so that formula,
 NW regression at the data points, is re-implemented here in float32 torch as sharpcal computes it).
 """
@@ -27,7 +31,7 @@ import sys
 import tempfile
 import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import h5py
 import numpy as np
@@ -43,7 +47,7 @@ from calibview.core import calibrators_scaling as cs  # noqa: E402
 from calibview.core import smoothing  # noqa: E402
 from calibview.core.evaluate import EvalRequest, evaluate  # noqa: E402
 from calibview.core.logits import read_split  # noqa: E402
-from calibview.core.metrics import top_label, top_label_ece  # noqa: E402
+from calibview.core.metrics import chunk_rows, top_label, top_label_ece  # noqa: E402
 from calibview.core.stream import tune_allocator  # noqa: E402
 
 SIZES = ((10_000, 10), (50_000, 1000), (1_000_000, 10), (10_000, 21_841))
@@ -60,6 +64,8 @@ class Row:
     peer_s: float | None
     agree: str = ""
     note: str = ""
+    #: what the summary reads: {"metric": ..., "agree_value": ..., ...}
+    meta: dict = field(default_factory=dict)
 
     def cells(self) -> list[str]:
         ratio = f"{self.peer_s / self.ours:.1f}x" if self.ours and self.peer_s else ""
@@ -133,16 +139,26 @@ def peer_dense_diagram(conf, correct, brier, h=0.05, grid=200, rows=2048):
     return cal, float(np.mean(brier))
 
 
-def peer_lbfgs(z, y, model="temperature", max_iter=50):
-    """The common recipe: torch.optim.LBFGS(lr=0.01, max_iter=50) on the cross-entropy."""
+#: the peer's L-BFGS run to convergence (float64, strong-Wolfe line search), so its speed is compared at the
+#: same optimum as calibview's (its NLL is checked against calibview's in the table)
+LBFGS = dict(lr=1.0, max_iter=1000, history_size=20, line_search_fn="strong_wolfe", tolerance_grad=1e-12,
+             tolerance_change=1e-15)
+LBFGS_TEXT = ("torch LBFGS to convergence (float64, strong_wolfe, tolerance_grad 1e-12, tolerance_change 1e-15, "
+              "max_iter 1000)")
+
+
+def peer_lbfgs(z, y, model="temperature"):
+    """torch.optim.LBFGS on the cross-entropy, run to convergence (``LBFGS``); returns (params, iterations)."""
     k = z.shape[1]
+    z = z.double()
     if model == "temperature":
-        params = [torch.nn.Parameter(torch.ones(1))]
+        params = [torch.nn.Parameter(torch.ones(1, dtype=torch.float64))]
         fwd = lambda: z / params[0]                                        # noqa: E731
     else:
-        params = [torch.nn.Parameter(torch.ones(k)), torch.nn.Parameter(torch.zeros(k))]
+        params = [torch.nn.Parameter(torch.ones(k, dtype=torch.float64)),
+                  torch.nn.Parameter(torch.zeros(k, dtype=torch.float64))]
         fwd = lambda: z * params[0] + params[1]                            # noqa: E731
-    opt = torch.optim.LBFGS(params, lr=0.01, max_iter=max_iter)
+    opt = torch.optim.LBFGS(params, **LBFGS)
 
     def closure():
         opt.zero_grad()
@@ -150,7 +166,7 @@ def peer_lbfgs(z, y, model="temperature", max_iter=50):
         loss.backward()
         return loss
     opt.step(closure)
-    return [p.detach() for p in params]
+    return [p.detach() for p in params], int(opt.state[opt._params[0]]["n_iter"])
 
 
 def peer_sharpcal_ts(z, y):
@@ -215,6 +231,63 @@ def peer_metric_pass(p, z, y, k, dense=True):
         peer_dense_diagram(conf.double().numpy(), correct, brier)
 
 
+PEER_REPORT = ("peers: h5py read of val and test; TS and VS by the converged torch LBFGS, netcal HistogramBinning, "
+               "sklearn IsotonicRegression per class; per calibrator torchmetrics ECE/MCE/RMSCE, netcal ACE, sklearn "
+               "log_loss, numpy Brier, relplot smECE and (N <= 50,000) the dense CAL/TOT")
+
+
+def peer_report(path: str, cals, n_boot: int, seed: int = 0) -> None:
+    """What a user assembles from the peers for calibview's report, really run: read, fit, apply, then one metric
+    pass per calibrator on the test split and, for intervals, ``n_boot`` multinomial resamples of the test rows
+    (numpy), each recomputing every metric with the peers."""
+    with h5py.File(path, "r") as f:
+        zv, yv = torch.from_numpy(f[f"/{RUN}/val/logits"][...]), torch.from_numpy(f[f"/{RUN}/val/labels"][...])
+        z, y = torch.from_numpy(f[f"/{RUN}/test/logits"][...]), torch.from_numpy(f[f"/{RUN}/test/labels"][...])
+    k = z.shape[1]
+    p_fit, p_eval = torch.softmax(zv.double(), 1).numpy(), torch.softmax(z.double(), 1)
+    probs = {}
+    for name in cals:
+        if name == "none":
+            probs[name] = p_eval
+        elif name == "ts":
+            (t,), _ = peer_lbfgs(zv, yv)
+            probs[name] = torch.softmax(z.double() / t, 1)
+        elif name == "vs":
+            (w, b), _ = peer_lbfgs(zv, yv, "vector")
+            probs[name] = torch.softmax(z.double() * w + b, 1)
+        else:
+            q = (peer_hb if name == "hb" else peer_ir_sklearn)(p_fit, yv.numpy(), p_eval.numpy())
+            q = np.clip(np.nan_to_num(q), 0, None) + 1e-12
+            probs[name] = torch.from_numpy(q / q.sum(1, keepdims=True))
+    for p in probs.values():
+        peer_metric_pass(p, p, y, k)
+    rng = np.random.default_rng(seed)
+    n = len(y)
+    for _ in range(n_boot):
+        idx = torch.from_numpy(np.repeat(np.arange(n), rng.multinomial(n, np.full(n, 1.0 / n))))
+        for p in probs.values():
+            peer_metric_pass(p[idx], p[idx], y[idx], k)
+
+
+def resample_rows(rows: list[Row], print_row, tmp: str, timer: Timer, n: int, k: int, n_boot: int) -> None:
+    """calibview's report with ``n_boot``-resample intervals against the peers really resampling (no
+    extrapolation), at a size where the peers' loop is feasible."""
+    path = os.path.join(tmp, f"resample-{n}-{k}.h5")
+    synthetic.write(path, {"val": n, "test": n}, k, "float32", seed=3)
+    cals = ("none", "ts", "vs", "hb", "ir")
+    req = EvalRequest(file=path, run=RUN, calibrators=cals, n_boot=n_boot)
+    t_ours, _, r_ours = timer(lambda: evaluate(req), warm=False)
+    peer = Timer(1, timer.slow)
+    t_peer, _, _ = peer(lambda: peer_report(path, cals, n_boot), warm=False)
+    row = Row(f"{n:,} x {k:,}", f"report {','.join(cals)}, all metrics, {n_boot} resamples", t_ours,
+              f"peers: the same, each of {n_boot} multinomial resamples recomputed", t_peer, "",
+              f"{PEER_REPORT}; both really run; peer 1 run, ours {once(r_ours, timer.repeats) or 'median'}",
+              {"metric": "report_boot"})
+    rows.append(row)
+    print_row(row)
+    os.remove(path)
+
+
 # ------------------------------------------------------------------------------------------------------ suite
 
 def bench_size(n: int, k: int, tmp: str, timer: Timer, n_boot: int, rows: list[Row], print_row) -> None:
@@ -223,8 +296,8 @@ def bench_size(n: int, k: int, tmp: str, timer: Timer, n_boot: int, rows: list[R
     synthetic.write(path, {"val": n, "test": n}, k, "float32", seed=1)
     R = timer.repeats
 
-    def add(task, ours, peer="", peer_s=None, agree="", note=""):
-        row = Row(size, task, ours, peer, peer_s, agree, note)
+    def add(task, ours, peer="", peer_s=None, agree="", note="", meta=None):
+        row = Row(size, task, ours, peer, peer_s, agree, note, meta or {})
         rows.append(row)
         print_row(row)
 
@@ -247,10 +320,11 @@ def bench_size(n: int, k: int, tmp: str, timer: Timer, n_boot: int, rows: list[R
     add("top-label ECE from logits (15 bins)", t_ours, "torchmetrics multiclass_calibration_error", t_tm,
         f"|diff| {abs(e_ours - e_tm64):.1e}",
         "torchmetrics bins float32 confidences (also when given float64 probabilities): "
-        f"|diff| {abs(e_ours - e_tm):.0e} from the logits" + (", " + once(r_tm, R) if once(r_tm, R) else ""))
+        f"|diff| {abs(e_ours - e_tm):.0e} from the logits" + (", " + once(r_tm, R) if once(r_tm, R) else ""),
+        meta={"metric": "ece", "agree_value": abs(e_ours - e_tm64), "float32_peer": True})
     t_nc, e_nc, r_nc = timer(lambda: peer_ece_netcal(z, y))
     add("top-label ECE from logits (15 bins)", t_ours, "netcal ECE (+ softmax)", t_nc,
-        f"|diff| {abs(e_ours - e_nc):.1e}", once(r_nc, R))
+        f"|diff| {abs(e_ours - e_nc):.1e}", once(r_nc, R), meta={"metric": "ece", "agree_value": abs(e_ours - e_nc)})
 
     # SmoothECE and the diagram, on the uncalibrated test split.
     conf, correct = top_label(z, y)
@@ -260,7 +334,8 @@ def bench_size(n: int, k: int, tmp: str, timer: Timer, n_boot: int, rows: list[R
     import relplot
     t_ours, v_ours, _ = timer(lambda: smoothing.smece(conf, correct)[0])
     t_rp, v_rp, r_rp = timer(lambda: relplot.smECE(conf, correct))
-    add("SmoothECE", t_ours, "relplot 1.0.3 smECE", t_rp, f"|diff| {abs(v_ours - v_rp):.1e}", once(r_rp, R))
+    add("SmoothECE", t_ours, "relplot 1.0.3 smECE", t_rp, f"|diff| {abs(v_ours - v_rp):.1e}", once(r_rp, R),
+        meta={"metric": "smece", "agree_value": abs(v_ours - v_rp)})
 
     def ours_diagram():
         stats = smoothing.bin_stats(conf, correct, brier)
@@ -271,7 +346,8 @@ def bench_size(n: int, k: int, tmp: str, timer: Timer, n_boot: int, rows: list[R
         t_sc, (cal_p, tot_p), r_sc = timer(lambda: peer_dense_diagram(conf, correct, brier))
         add("diagram: CAL, TOT, curve at h = 0.05", t_ours, "sharpcal dense formula (float32 torch)", t_sc,
             f"|diff| {max(abs(cal - cal_p), abs(tot - tot_p)):.1e}",
-            f"CAL {cal:.4e}, TOT {tot:.4f}" + (", " + once(r_sc, R) if once(r_sc, R) else ""))
+            f"CAL {cal:.4e}, TOT {tot:.4f}" + (", " + once(r_sc, R) if once(r_sc, R) else ""),
+            meta={"metric": "diagram", "agree_value": max(abs(cal - cal_p), abs(tot - tot_p))})
     else:
         add("diagram: CAL, TOT, curve at h = 0.05", t_ours, "sharpcal dense formula", None, "",
             f"peer not run: O(N^2) = {n * n:.0e} kernel terms")
@@ -279,21 +355,28 @@ def bench_size(n: int, k: int, tmp: str, timer: Timer, n_boot: int, rows: list[R
     # Temperature scaling fit on the val split.
     t_ours, (temp, passes, _), _ = timer(lambda: calib.fit_temperature(zv, yv))
     nll = lambda t: float(torch.nn.functional.cross_entropy(zv.double() / t, yv))      # noqa: E731
-    t_lb, lb, r_lb = timer(lambda: peer_lbfgs(zv, yv))
+    t_lb, (lb, lb_iters), r_lb = timer(lambda: peer_lbfgs(zv, yv))
     t_lb_temp = float(lb[0])
-    add("temperature scaling fit", t_ours, "torch LBFGS lr=0.01 max_iter=50", t_lb,
-        f"T {temp:.4f} vs {t_lb_temp:.4f}, NLL +{nll(t_lb_temp) - nll(temp):.1e}", once(r_lb, R))
+    d_nll = nll(t_lb_temp) - nll(temp)
+    add("temperature scaling fit", t_ours, LBFGS_TEXT, t_lb,
+        f"T {temp:.6f} vs {t_lb_temp:.6f}, NLL diff {d_nll:+.1e}",
+        f"peer converged in {lb_iters} iterations; the NLLs agree to 1e-9: {'yes' if abs(d_nll) <= 1e-9 else 'NO'}"
+        + (", " + once(r_lb, R) if once(r_lb, R) else ""),
+        meta={"metric": "ts", "converged_peer": True, "agree_value": abs(d_nll)})
     try:
-        if t_lb > 60:           # sharpcal runs up to 1000 L-BFGS iterations where the recipe stops at 50
+        if t_lb > 60:           # sharpcal runs up to 1000 L-BFGS iterations
             raise TimeoutError
         t_sc, sc_temp, r_sc = timer(lambda: peer_sharpcal_ts(zv, yv))
-        add("temperature scaling fit", t_ours, "sharpcal TemperatureScaler", t_sc,
-            f"T {temp:.4f} vs {sc_temp:.4f}, NLL +{nll(sc_temp) - nll(temp):.1e}", once(r_sc, R))
+        d_sc = nll(sc_temp) - nll(temp)
+        add("temperature scaling fit", t_ours, "sharpcal TemperatureScaler (its defaults)", t_sc,
+            f"T {temp:.6f} vs {sc_temp:.6f}, NLL diff {d_sc:+.1e}",
+            f"its own stopping rule; converged to 1e-9 in NLL: {'yes' if abs(d_sc) <= 1e-9 else 'no'}"
+            + (", " + once(r_sc, R) if once(r_sc, R) else ""))
     except ImportError:
         add("temperature scaling fit", t_ours, "sharpcal TemperatureScaler", None, "", "sharpcal not installed")
     except TimeoutError:
         add("temperature scaling fit", t_ours, "sharpcal TemperatureScaler", None, "",
-            f"not run: its L-BFGS takes up to 1000 iterations, the 50-iteration recipe took {ms(t_lb)}")
+            f"not run: its L-BFGS takes up to 1000 iterations, the converged torch LBFGS took {ms(t_lb)}")
 
     # Vector and matrix scaling: one objective + gradient evaluation (an L-BFGS iteration's cost).
     for matrix, name in ((False, "vector"), (True, "matrix")):
@@ -349,30 +432,20 @@ def bench_size(n: int, k: int, tmp: str, timer: Timer, n_boot: int, rows: list[R
             f"max |diff| {np.abs(ir_ours - ir_peer).max():.1e}", once(r_p, R))
     del hb_ours, hb_peer, ir_ours, ir_peer
 
-    # The whole report vs the peers doing the same jobs.
+    # The whole report once (point estimates, no intervals) vs the peers doing the same jobs once.
     cals = ("none", "ts", "vs", "hb", "ir")
-    req = EvalRequest(file=path, run=RUN, calibrators=cals, n_boot=n_boot)
-    t_ours, ev, r_ours = timer(lambda: evaluate(req), warm=False)
-    p = torch.softmax(z.double(), 1)
-    t_metrics, _, _ = timer(lambda: peer_metric_pass(p, z, y, k))
-    t_light, _, _ = timer(lambda: peer_metric_pass(p, z, y, k, dense=False))
-    t_fits = (t_lb + timer(lambda: peer_lbfgs(zv, yv, "vector"))[0]
-              + timer(lambda: peer_hb(p_fit, yv.numpy(), p_eval))[0]
-              + timer(lambda: peer_ir_sklearn(p_fit, yv.numpy(), p_eval))[0])
-    peer_sum = t_fits + len(cals) * (n_boot + 1) * t_metrics
-    add(f"report {','.join(cals)}, all metrics, {n_boot} resamples", t_ours,
-        "peer sum: fits + 5 x (1 + resamples) metric passes", peer_sum, "",
-        f"extrapolated from one metric pass ({ms(t_metrics)}) and the fits ({ms(t_fits)}); ours "
-        f"{once(r_ours, R) or 'median'}")
-    if n <= 50_000:
-        add(f"report {','.join(cals)}, all metrics, {n_boot} resamples", t_ours,
-            "the same peer sum without the O(N^2) CAL/TOT", t_fits + len(cals) * (n_boot + 1) * t_light, "",
-            f"one metric pass without it {ms(t_light)}")
+    req = EvalRequest(file=path, run=RUN, calibrators=cals, n_boot=0)
+    t_ours, ev, r_ours = timer(lambda: evaluate(req))
+    t_peer, _, r_peer = timer(lambda: peer_report(path, cals, 0))
+    add(f"report {','.join(cals)}, all metrics once, no intervals", t_ours,
+        "peers: read, fits, one metric pass per calibrator", t_peer, "",
+        ", ".join(x for x in (f"{PEER_REPORT}; ours {once(r_ours, R) or 'median'}", once(r_peer, R)) if x),
+        meta={"metric": "report_points"})
 
     # The none+ts report (every metric, no intervals) against its floor.
     req = EvalRequest(file=path, run=RUN, calibrators=("none", "ts"), n_boot=0)
     t_ours, ev, _ = timer(lambda: evaluate(req))
-    rows_per = cs._CHUNK_ELEMS // k or 1
+    rows_per = chunk_rows(k)
 
     def one_pass():
         for i in range(0, n, rows_per):
@@ -381,7 +454,8 @@ def bench_size(n: int, k: int, tmp: str, timer: Timer, n_boot: int, rows: list[R
     passes = ev.result("ts").fitted.params["passes"]
     floor = 2 * t_floor + (passes + 2) * t_pass
     add("report none,ts, all metrics, no intervals", t_ours, f"floor: read 2 splits + {passes + 2} passes", floor,
-        "", f"{t_ours / floor:.1f}x the floor (one log-softmax pass {ms(t_pass)}; TS used {passes})")
+        "", f"{t_ours / floor:.1f}x the floor (one log-softmax pass {ms(t_pass)}; TS used {passes})",
+        meta={"metric": "floor", "value": t_ours / floor})
     os.remove(path)
 
 
@@ -399,7 +473,7 @@ def bandwidth_rows(rows: list[Row], print_row, sizes=(1_000_000, 10_000_000)) ->
             smoothing.sharpness_curve(stats, float(h))
             times.append(time.perf_counter() - t)
         row = Row(f"{n:,} samples", "bandwidth change (median of 200)", statistics.median(times), "", None, "",
-                  f"max {ms(max(times))}; binning once {ms(t_bin)}")
+                  f"max {ms(max(times))}; binning once {ms(t_bin)}", {"metric": "bandwidth", "n": n})
         rows.append(row)
         print_row(row)
 
@@ -421,7 +495,8 @@ def memory_row(rows: list[Row], print_row, tmp: str, n=50_000, k=1000) -> None:
     row = Row(f"{n:,} x {k:,}", "peak memory, report none,ts, 1000 resamples", None,
               "logits of val + test", None, f"{(peak - base) / logits:.2f}x the logits",
               f"{(peak - base) / 1e6:.0f} MB above the {base / 1e6:.0f} MB of a process that imported "
-              f"calibview; logits {logits / 1e6:.0f} MB; total peak {peak / 1e6:.0f} MB")
+              f"calibview; logits {logits / 1e6:.0f} MB; total peak {peak / 1e6:.0f} MB",
+              {"metric": "memory", "value": (peak - base) / logits, "size": f"{n:,} x {k:,}"})
     rows.append(row)
     print_row(row)
     os.remove(path)
@@ -433,10 +508,92 @@ def machine() -> str:
             f"torch {torch.__version__} ({torch.get_num_threads()} threads), {gpu}")
 
 
-def to_markdown(rows: list[Row], header: str) -> str:
-    lines = [header, "", "| " + " | ".join(HEAD) + " |", "|" + "---|" * len(HEAD)]
+BEGIN, END = "<!-- run.py -->", "<!-- /run.py -->"
+HOW = ("`ratio` is peer time / calibview time (above 1: calibview is faster), each the median of the repeats after a "
+       "warm-up unless the note says otherwise. Every peer time is measured in this run: the whole-report rows run "
+       "the peers' fits and metric passes for real (the resampled one recomputes every metric with the peers on "
+       "each multinomial resample), nothing is extrapolated. The temperature-scaling peer is run to convergence "
+       "before its speed is compared (settings in its row; the agree column gives its NLL minus calibview's).")
+
+
+def _fmt_x(v: float) -> str:
+    return f"{v:,.0f}x" if v >= 100 else f"{v:.1f}x"
+
+
+def summary(rows: list[Row]) -> list[str]:
+    """Issue 5's targets, each computed from the rows measured above (an empty cell: not measured in this run)."""
+    out = ["| target | measured in this run | holds? |", "|---|---|---|"]
+    by = lambda m: [r for r in rows if r.meta.get("metric") == m]          # noqa: E731
+    ratio = lambda r: r.peer_s / r.ours if r.ours and r.peer_s else None   # noqa: E731
+
+    boot = [r for r in by("report_boot") if ratio(r)]
+    if boot:
+        out.append("| whole report (none, ts, vs, hb, ir; all metrics; bootstrap intervals) at least 10x faster "
+                   "than the peers doing the same, every resample really recomputed by the peers | " + "; ".join(
+                       f"{r.size}, {r.task.split('resamples')[0].split(', ')[-1]}resamples: {ms(r.ours)} vs "
+                       f"{ms(r.peer_s)} = {_fmt_x(ratio(r))}" for r in boot)
+                   + f" | {'yes' if all(ratio(r) >= 10 for r in boot) else '**no**'} |")
+    pts = [r for r in by("report_points") if ratio(r)]
+    if pts:
+        out.append("| the same report once, point estimates only (no intervals), against the peers once | "
+                   + "; ".join(f"{r.size}: {ms(r.ours)} vs {ms(r.peer_s)} = {_fmt_x(ratio(r))}" for r in pts)
+                   + f" | {'faster at every size' if all(ratio(r) >= 1 for r in pts) else '**slower at ' + ', '.join(r.size for r in pts if ratio(r) < 1) + '**'} (no target) |")
+    fl = by("floor")
+    if fl:
+        out.append("| none+ts report (no intervals) within 3x of its floor (reading both splits + the log-softmax "
+                   "passes) | " + "; ".join(f"{r.size}: {r.meta['value']:.1f}x" for r in fl)
+                   + f" | {'yes' if all(r.meta['value'] <= 3 for r in fl) else '**no**'} |")
+    cells, ok = [], True
+    for metric, label in (("ece", "top-label ECE"), ("smece", "SmoothECE"), ("diagram", "CAL/TOT diagram"),
+                          ("ts", "temperature fit (converged peer)")):
+        rs = [r for r in by(metric) if ratio(r)]
+        if not rs:
+            continue
+        sizes = dict.fromkeys(r.size for r in rs)
+        worst = min(min(ratio(r) for r in rs if r.size == sz) for sz in sizes)
+        agree = [r for r in rs if not r.meta.get("float32_peer")]
+        dmax = max((r.meta["agree_value"] for r in agree), default=float("nan"))
+        tol = 1e-9 if metric == "ts" else 1e-6
+        good = worst >= 1 and dmax <= tol
+        ok &= good
+        cells.append(f"{label}: slowest ratio against its fastest peer {_fmt_x(worst)}, largest difference "
+                     f"{dmax:.1e} (tolerance {tol:.0e}){'' if good else ' **misses**'}")
+    if cells:
+        out.append("| every single metric at least as fast as its fastest peer, values agreeing to 1e-6 (the TS "
+                   "fit's NLL to 1e-9) | " + "; ".join(cells) + " (torchmetrics bins float32 confidences and is "
+                   f"left out of the agreement) | {'yes' if ok else '**no**'} |")
+    bw = by("bandwidth")
+    if bw:
+        big = max(bw, key=lambda r: r.meta["n"])
+        out.append(f"| a bandwidth change under 2 ms on 10,000,000 samples | " + "; ".join(
+            f"{r.meta['n']:,} samples: median {ms(r.ours)} ({r.note})" for r in bw)
+            + f" | {'yes' if big.meta['n'] >= 10_000_000 and big.ours < 0.002 else ('**no**' if big.meta['n'] >= 10_000_000 else 'not measured at 10,000,000')} |")
+    mem = by("memory")
+    if mem:
+        r = mem[0]
+        out.append(f"| peak memory of a none+ts report at most 1.5x the logits | {r.meta['size']}: "
+                   f"{r.meta['value']:.2f}x ({r.note}) | {'yes' if r.meta['value'] <= 1.5 else '**no**'} |")
+    out.append("| a 2,000,000 x 1,000 float16 split under 1.5 GB, progress per chunk, cancel within a second | "
+               "not measured by run.py (`bench_scale.py` prints it) | |")
+    return out
+
+
+def to_markdown(rows: list[Row], header: str, sizes: str) -> str:
+    lines = [BEGIN, "## `python benchmarks/run.py`: calibview against its peers", "", header + ".", "",
+             f"Sizes run: {sizes}.", "", "### Issue 5's targets, computed from the rows below", ""]
+    lines += summary(rows)
+    lines += ["", "### Rows", "", HOW, "", "| " + " | ".join(HEAD) + " |", "|" + "---|" * len(HEAD)]
     lines += ["| " + " | ".join(c.replace("|", "\\|") for c in r.cells()) + " |" for r in rows]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + [END]) + "\n"
+
+
+def write_markdown(path: str, text: str) -> None:
+    """Replace the section between the markers (or the whole file if it has none)."""
+    old = open(path).read() if os.path.exists(path) else ""
+    if BEGIN in old and END in old:
+        text = old[:old.index(BEGIN)] + text.rstrip("\n") + old[old.index(END) + len(END):]
+    with open(path, "w") as f:
+        f.write(text)
 
 
 def main(argv=None) -> int:
@@ -450,6 +607,8 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="tiny sizes, one repeat, 50 resamples")
     ap.add_argument("--markdown", default=None, help="also write the table to this Markdown file")
     ap.add_argument("--json", default=None, help="also write the rows as JSON")
+    ap.add_argument("--resample-size", default=None,
+                    help="NxK of the report against the peers really resampling (default 2000x10; 'none': skip)")
     a = ap.parse_args(argv)
     tune_allocator()                # as the CLI's main() does, so the timings are the CLI's
     if a.quick:
@@ -460,8 +619,14 @@ def main(argv=None) -> int:
         sizes = tuple(tuple(int(float(v)) for v in s.lower().split("x")) for s in a.sizes.split(","))
     else:
         sizes = SIZES
+    resample = a.resample_size or ("300x10" if a.quick else "2000x10")
+    resample_boot = 10 if a.quick else a.n_boot
+    resample = None if resample == "none" else tuple(int(float(v)) for v in resample.lower().split("x"))
     torch.set_num_threads(os.cpu_count() or 1)
-    header = f"calibview benchmark, {time.strftime('%Y-%m-%d')}: {machine()}; median of {a.repeats}"
+    header = (f"Written by `benchmarks/run.py{' --quick' if a.quick else ''}` on {time.strftime('%Y-%m-%d %H:%M')}: "
+              f"{machine()}; median of {a.repeats}")
+    sizes_text = (", ".join(f"{n:,} x {k:,}" for n, k in sizes) or "none") + (
+        f"; the resampled report at {resample[0]:,} x {resample[1]:,} with {resample_boot} resamples" if resample else "")
     print(header)
     widths = [16, 44, 10, 46, 10, 8, 34]
     print("  ".join(h.ljust(w) for h, w in zip(HEAD, widths + [0])))
@@ -470,21 +635,22 @@ def main(argv=None) -> int:
 
     def print_row(r: Row) -> None:
         print("  ".join(c.ljust(w) for c, w in zip(r.cells(), widths + [0])), flush=True)
-        save(rows, header, a.markdown, a.json)            # after every row: a long run keeps what it measured
+        save(rows, header, a.markdown, a.json, sizes_text)            # after every row: a long run keeps what it measured
     timer = Timer(a.repeats, a.slow)
     with tempfile.TemporaryDirectory() as tmp:
         for n, k in sizes:
             bench_size(n, k, tmp, timer, a.n_boot, rows, print_row)
+        if resample:
+            resample_rows(rows, print_row, tmp, timer, *resample, resample_boot)
         bandwidth_rows(rows, print_row, (20_000, 200_000) if a.quick else (1_000_000, 10_000_000))
         memory_row(rows, print_row, tmp, *((5000, 100) if a.quick else (50_000, 1000)))
     print(f"peak RSS of this benchmark process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3:.0f} MB")
     return 0
 
 
-def save(rows: list[Row], header: str, markdown: str | None, json_path: str | None) -> None:
+def save(rows: list[Row], header: str, markdown: str | None, json_path: str | None, sizes: str = "") -> None:
     if markdown:
-        with open(markdown, "w") as f:
-            f.write(to_markdown(rows, header))
+        write_markdown(markdown, to_markdown(rows, header, sizes))
     if json_path:
         with open(json_path, "w") as f:
             json.dump({"header": header, "rows": [r.__dict__ for r in rows]}, f, indent=1)
