@@ -52,7 +52,7 @@ class Session(QtCore.QObject):
         self.options: tuple = ()                      # per-calibrator options, as EvalRequest.options
         self.evaluation: Optional[Evaluation] = None
         self.visible: frozenset[str] = frozenset()
-        self._last_names: set[str] = set()          # calibrators of the previous evaluation
+        self._hidden: set[str] = set()              # calibrators the user hid (kept across evaluations)
         self.generation = 0
         self._cancel: Optional[threading.Event] = None
         self._busy = False
@@ -134,6 +134,8 @@ class Session(QtCore.QObject):
 
     def set_visible(self, names) -> None:
         self.visible = frozenset(names)
+        shown = {r.name for r in self.evaluation.results} if self.evaluation is not None else set()
+        self._hidden = (self._hidden - shown) | (shown - self.visible)
         self.visible_changed.emit(self.visible)
 
     # --- evaluation ------------------------------------------------------------------------------------------
@@ -237,9 +239,9 @@ class Session(QtCore.QObject):
         if evaluation is not None:
             # Keep the user's show/hide choices for calibrators that are still there; show new ones.
             names = [r.name for r in evaluation.results]
-            hidden = {n for n in names if self.visible and n not in self.visible and n in self._last_names}
-            self.visible = frozenset(n for n in names if n not in hidden)
-            self._last_names = set(names)
+            # The user's hidden calibrators stay hidden by name (partial results bring calibrators one at a time,
+            # so "what the previous result showed" is not enough); new names are shown.
+            self.visible = frozenset(n for n in names if n not in self._hidden)
         else:
             self.visible = frozenset()
         self.evaluation_changed.emit(evaluation)

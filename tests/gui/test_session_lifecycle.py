@@ -100,3 +100,24 @@ def test_a_completed_result_of_an_older_request_is_dropped(qtbot, held_session, 
     assert session.evaluation is new_result and emitted == [new_result] and not session.busy
     session._on_worker_finished(old, old_result)     # and a late stale one does not replace it
     assert session.evaluation is new_result and emitted == [new_result]
+
+
+def test_hidden_calibrators_stay_hidden_through_partial_results(qtbot, demo_file):
+    """Partial results bring calibrators one at a time; one the user hid must not reappear."""
+    session = Session()
+    try:
+        session.open_file(demo_file, select=False)
+        path = next(iter(session.files))
+        session.set_calibrators(["ts", "mrr"])
+        session.n_boot = 0
+        with qtbot.waitSignal(session.busy_changed, timeout=60000, check_params_cb=lambda busy: not busy):
+            session.select_run(path, "resnet110-brier/cifar10")
+        session.set_visible({"none", "ts"})                         # hide mrr
+        seen = []
+        session.visible_changed.connect(lambda v: seen.append(set(v)))
+        with qtbot.waitSignal(session.busy_changed, timeout=60000, check_params_cb=lambda busy: not busy):
+            session.select_run(path, "resnet110-flsd53/cifar10")    # scored anew: partials arrive
+        assert seen and all("mrr" not in v for v in seen)
+        assert session.visible == {"none", "ts"}
+    finally:
+        session.shutdown()
