@@ -218,8 +218,9 @@ def _requests(args) -> list:
             run_names = ("none",)
             print(f"calibview: run {run.name} has a single split: reporting it uncalibrated.", file=sys.stderr)
         if fit_split == eval_split and any(c != "none" for c in run_names):      # as the window warns
-            print(f"calibview: warning: run {run.name}: calibrators were fitted and evaluated on the same split "
-                  f"({eval_split}): these are in-sample numbers.", file=sys.stderr)
+            logging.getLogger("calibview").warning(
+                f"warning: run {run.name}: calibrators were fitted and evaluated on the same split ({eval_split}): "
+                "these are in-sample numbers.")
         first = _settings(args)[0]
         requests.append(EvalRequest(file=str(file), run=run.name, eval_split=eval_split, fit_split=fit_split,
                                     calibrators=run_names, bins=first.bins, n_boot=args.n_boot, seed=args.seed,

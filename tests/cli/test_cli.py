@@ -275,12 +275,15 @@ def test_option_mistakes_get_a_hint(demo_file, capsys, args, fragment):
 def test_fitting_and_evaluating_on_one_split_warns_but_runs(demo_file, capsys):
     """The window's warning, on stderr (issue 9, point 8.6)."""
     args = ["metrics", str(demo_file), "--run", "resnet110-flsd53/cifar10", "--calibrators", "none,ts",
-            "--n-boot", "0", "--json", "--quiet"]
+            "--n-boot", "0", "--json"]
     assert main([*args, "--fit-split", "test", "--eval-split", "test"]) == 0
     captured = capsys.readouterr()
     assert [r["calibrator"] for r in json.loads(captured.out)] == ["none", "ts"]
     warnings = [line for line in captured.err.splitlines() if line.startswith("calibview: warning: ")]
     assert len(warnings) == 1 and captured.err.strip() == warnings[0], captured.err
+    # --quiet is --log-level error: the warning goes with the progress bar
+    assert main([*args, "--fit-split", "test", "--eval-split", "test", "--quiet"]) == 0
+    assert "warning" not in capsys.readouterr().err
     assert "fitted and evaluated on the same split (test)" in warnings[0] and "in-sample" in warnings[0]
     assert main([*args, "--fit-split", "val", "--eval-split", "test"]) == 0
     assert "warning" not in capsys.readouterr().err
