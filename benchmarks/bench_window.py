@@ -133,7 +133,7 @@ def _stages(timings) -> str:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--file", default=str(ROOT / "resources" / "demo.h5"))
+    p.add_argument("--file", default=str(ROOT / "calibview" / "resources" / "demo.h5"))
     p.add_argument("--run", default="resnet110-brier/cifar100")
     p.add_argument("--calibrators", default=None, help=f"comma-separated (default {','.join(FULL)})")
     p.add_argument("--n-boot", type=int, default=None, help="bootstrap resamples (default 1000)")

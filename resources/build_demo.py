@@ -1,4 +1,4 @@
-"""Build resources/demo.h5, the bundled demo file, from the real CIFAR logits described in DEMO_SOURCES.md.
+"""Build calibview/resources/demo.h5, the bundled demo file, from the real CIFAR logits described in DEMO_SOURCES.md.
 
     python resources/build_demo.py [SOURCE_DIR]     # default SOURCE_DIR: ../shared/data next to the repository
 
@@ -21,7 +21,7 @@ sys.path.insert(0, str(REPO))  # run from a checkout without installing
 from calibview.core.logits import list_runs, write_splits  # noqa: E402
 
 DEFAULT_SOURCE = REPO.parent / "shared" / "data"
-OUTPUT = REPO / "resources" / "demo.h5"
+OUTPUT = REPO / "calibview" / "resources" / "demo.h5"
 
 CIFAR10_CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
 CIFAR100_CLASSES = (

@@ -19,4 +19,4 @@ def shared_data() -> Path:
 
 @pytest.fixture(scope="session")
 def demo_file() -> Path:
-    return ROOT / "resources" / "demo.h5"
+    return ROOT / "calibview" / "resources" / "demo.h5"

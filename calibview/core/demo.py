@@ -9,9 +9,8 @@ from .errors import CalibviewError
 
 def demo_path() -> Path:
     """The bundled demo file (real CIFAR ResNet-110 logits, see resources/DEMO_SOURCES.md)."""
-    package = Path(__file__).resolve().parents[1]
-    for candidate in (package / "resources" / "demo.h5", package.parent / "resources" / "demo.h5"):
-        if candidate.is_file():
-            return candidate
-    raise CalibviewError("The bundled demo file resources/demo.h5 is missing from this installation; "
+    candidate = Path(__file__).resolve().parents[1] / "resources" / "demo.h5"      # package data
+    if candidate.is_file():
+        return candidate
+    raise CalibviewError("The bundled demo file calibview/resources/demo.h5 is missing from this installation; "
                          "give an HDF5 file explicitly.")

@@ -417,7 +417,7 @@ def test_uncompressed_and_big_endian_writes(tmp_path):
 
 # -------------------------------------------------------------------------------------------------------- demo
 
-DEMO = Path(__file__).resolve().parents[2] / "resources" / "demo.h5"
+DEMO = Path(__file__).resolve().parents[2] / "calibview" / "resources" / "demo.h5"
 DEMO_RUNS = {"resnet110-brier/cifar10": 10, "resnet110-flsd53/cifar10": 10, "resnet110-brier/cifar100": 100}
 
 
@@ -456,10 +456,10 @@ def test_demo_file_equals_its_sources(shared_data):
 def test_demo_build_is_deterministic_and_up_to_date(shared_data, tmp_path):
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("build_demo", DEMO.parent / "build_demo.py")
+    spec = importlib.util.spec_from_file_location("build_demo", DEMO.parents[2] / "resources" / "build_demo.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     out = module.build(shared_data, tmp_path / "demo.h5")
-    assert out.read_bytes() == DEMO.read_bytes(), "resources/demo.h5 is stale: run resources/build_demo.py"
+    assert out.read_bytes() == DEMO.read_bytes(), "calibview/resources/demo.h5 is stale: run resources/build_demo.py"
     assert re.fullmatch(r"[^/]+/[^/]+", list_runs(out)[0].name)
     assert isinstance(list_runs(out)[0], RunInfo)

@@ -12,7 +12,7 @@ from calibview.core.errors import CalibviewError
 from calibview.core.smoothing import (bin_stats, cal_resampled, cal_tot, sharpness_curve, smece, smece_at,
                                       smece_resampled)
 
-DEMO = Path(__file__).resolve().parents[2] / "resources" / "demo.h5"
+DEMO = Path(__file__).resolve().parents[2] / "calibview" / "resources" / "demo.h5"
 # The real CIFAR logits of ../shared/data, as bundled in the demo file.
 SPLITS = ["resnet110-brier/cifar10", "resnet110-flsd53/cifar10", "resnet110-brier/cifar100"]
 
