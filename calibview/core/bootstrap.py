@@ -27,7 +27,6 @@ sizes). tests/core/test_streaming.py checks the intervals against the sample boo
 
 from __future__ import annotations
 
-import threading
 import warnings
 from dataclasses import dataclass
 from typing import Iterator, Optional
@@ -36,8 +35,6 @@ import numpy as np
 import torch
 
 from . import smoothing
-from .errors import check_cancel
-from .stream import trim_heap
 from .metrics import (SampleStats, StatsAccumulator, debiased_from_sums, ece_from_sums, equal_mass_order,
                       equal_width_bin)
 

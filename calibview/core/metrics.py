@@ -178,6 +178,7 @@ class StatsAccumulator:
         self.total = torch.zeros(k, dtype=torch.float64, device=dev)
         self._entries: list[tuple[torch.Tensor, ...]] = []
         self._merged: Optional[tuple[torch.Tensor, ...]] = None
+        self._sums: dict[int, np.ndarray] = {}
 
     def add(self, start: int, lp: torch.Tensor, y: torch.Tensor, on_chunk=None) -> None:
         """Rows ``start .. start + len(lp)``: float64 log-probabilities and their labels. ``on_chunk(start, lp, p,
@@ -216,6 +217,8 @@ class StatsAccumulator:
         """(K, B) float64: per class and equal-width bin of p_k, the sum of ``p_k - 1[y = k]``."""
         if n_bins not in self.bins:
             raise ValueError(f"class-wise sums were accumulated for {self.bins} bins, not {n_bins}")
+        if n_bins in self._sums:                 # asked by result(), the scored entry and the class-wise bootstrap
+            return self._sums[n_bins]
         rows, cols, p, is_label = self.entries()
         edges = torch.from_numpy(np.linspace(0.0, 1.0, n_bins + 1)).to(p.device)
         big = p > edges[1]
@@ -227,7 +230,8 @@ class StatsAccumulator:
         sums.index_add_(0, cols * n_bins, -vals)
         sums = sums.view(self.k, n_bins)
         sums[:, 0] += self.total
-        return sums.cpu().numpy()
+        self._sums[n_bins] = sums.cpu().numpy()
+        return self._sums[n_bins]
 
     def result(self, labels: torch.Tensor) -> SampleStats:
         """The statistics of all N rows (``labels`` (N,) int64, any device); class-wise sums of the smallest B."""
