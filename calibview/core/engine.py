@@ -121,6 +121,34 @@ class Engine:
         log.info(job.log_line(evaluations[0]))
         return evaluations
 
+    def scored(self, req: EvalRequest, *, progress=None, cancel: Optional[threading.Event] = None
+               ) -> dict[str, Scored]:
+        """The fit and score stages alone (cached like everything else): calibrator name -> :class:`Scored`, whose
+        ``stats`` holds the per-sample vectors (confidence, arg-max, correctness, NLL, Brier, label) of the
+        evaluation split. What slices, selective prediction and thresholds are computed from."""
+        check_request(req)
+        job = _Job(self, req, settings_of(req), progress, cancel, None, time.perf_counter())
+        job._fit_all()
+        job._score_all()
+        return dict(job.scored)
+
+    def fitted(self, req: EvalRequest, *, progress=None, cancel: Optional[threading.Event] = None
+               ) -> dict[str, calib.Fitted]:
+        """The fit stage alone: calibrator name -> fitted calibrator (cached)."""
+        check_request(req)
+        job = _Job(self, req, settings_of(req), progress, cancel, None, time.perf_counter())
+        job._fit_all()
+        return dict(job.fitted)
+
+    def resamples(self, req: EvalRequest) -> tuple[Optional[torch.Tensor], Optional[torch.Tensor]]:
+        """The evaluation split's bootstrap resamples as used by every interval of ``req``: ((n_boot, units) uint8
+        counts or None when they would not fit COUNTS_BUDGET, (N,) unit of each sample or None). Restricting the
+        columns to a subset of samples gives that subset's paired resamples."""
+        check_request(req)
+        job = _Job(self, req, settings_of(req), None, None, None, time.perf_counter())
+        counts, units, _ = job._resamples()
+        return counts, units
+
 
 class _Job:
     """The state of one request while it runs through the stages."""
