@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Optional, Sequence
 
-from . import __version__
+from . import __version__, commands
 from .core.demo import demo_path
 from .core.errors import Cancelled, CalibviewError
 from .startup import add_log_options, configure_openmp, setup_logging
@@ -149,6 +149,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dataset", default=None)
     p.add_argument("--split", default=None)
     p.add_argument("--overwrite", action="store_true", help="replace splits that OUT already has")
+
+    for name, module in commands.modules().items():
+        module.add_arguments(sub.add_parser(name, help=module.HELP))
     return parser
 
 
@@ -427,7 +430,7 @@ def _cmd_import(args) -> int:
 
 
 COMMANDS = {"report": _cmd_report, "metrics": _cmd_metrics, "runs": _cmd_runs, "apply": _cmd_apply,
-            "import": _cmd_import}
+            "import": _cmd_import, **{name: module.run for name, module in commands.modules().items()}}
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
