@@ -33,15 +33,15 @@ import torch
 
 from . import calibrators as calib
 from . import logits as lg
-from . import shards, smoothing, stream
+from . import shards, stream
 from .bootstrap import (BINNED_METRICS, COMMON_METRICS, KERNEL_METRICS, ClasswiseBootstrap, Interval, Resampler,
                         SampleBootstrap, bootstrap_units, mixed_classes, percentile_interval)
 from .cache import DEFAULT_BUDGET, LRUCache, file_identity
 from .errors import check_cancel, report
 from .evaluate import (CalibratorResult, Estimate, EvalRequest, Evaluation, check_request, resolve_device,
                        scores_tensor)
-from .metrics import (METRIC_NAMES, SampleStats, StatsAccumulator, binned_metrics, chunk_rows, equal_width_table,
-                      per_class_accuracy, resolve_bins, wilson_interval)
+from .metrics import METRIC_NAMES, SampleStats, StatsAccumulator, chunk_rows, resolve_bins
+from .points import compute_part, resample_part
 
 log = logging.getLogger("calibview")
 
@@ -388,25 +388,7 @@ class _Job:
 
     def _compute_point(self, name: str, part: tuple) -> dict:
         sc = self.scored[name]
-        s = sc.stats
-        if part[0] == "common":
-            smece, sigma = smoothing.smece(s.conf, s.correct)
-            acc, count = per_class_accuracy(s)
-            return {"values": {"accuracy": float(s.correct.mean()), "nll": float(s.nll.mean()),
-                               "brier": float(s.brier.mean()),
-                               "brier_top": float(((s.conf - s.correct) ** 2).mean()), "smece": float(smece)},
-                    "sigma": float(sigma), "curve_stats": smoothing.bin_stats(s.conf, s.correct, s.brier),
-                    "per_class_accuracy": acc, "per_class_count": count}
-        if part[0] == "binned":
-            b = part[1]
-            values = binned_metrics(s.conf, s.correct, b)
-            per_class = np.abs(sc.classwise_sums[b]).sum(axis=1) / s.n
-            values["classwise_ece"] = float(per_class.mean())
-            table = equal_width_table(s.conf, s.correct, b)
-            lo, hi = wilson_interval(table.sum_correct, table.count)
-            return {"values": values, "per_class_ece": per_class, "table": table, "lo": lo, "hi": hi}
-        cal, tot = smoothing.cal_tot(s.conf, s.correct, s.brier, part[1], part[2])
-        return {"values": {"cal": cal, "tot": tot, "sharpness_gap": tot - cal}}
+        return compute_part(sc.stats, sc.classwise_sums, part)
 
     def _parts(self) -> list[tuple]:
         """The metric parts the settings need: common, binned per bin count, kernel per (bandwidth, kernel)."""
@@ -441,8 +423,7 @@ class _Job:
                     boot = boots[nm]
                     for p in todo[nm]:
                         check_cancel(self.cancel)
-                        out = (boot.common(block) if p[0] == "common" else
-                               boot.binned(block, p[1]) if p[0] == "binned" else boot.kernel(block, p[1], p[2]))
+                        out = resample_part(boot, block, p)
                         for metric, v in out.items():
                             values[(nm, p)].setdefault(metric, []).append(np.asarray(v, dtype=np.float64))
                 done += 1
