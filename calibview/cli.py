@@ -55,7 +55,9 @@ def _add_eval_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--run", action="append", metavar="MODEL/DATASET",
                    help="run to evaluate (repeatable; default: every run in the file)")
     p.add_argument("--fit-split", default=None, help="split the calibrators are fitted on (default: val)")
-    p.add_argument("--eval-split", default=None, help="split the metrics are computed on (default: test)")
+    p.add_argument("--eval-split", default=None,
+                   help="split the metrics are computed on (default: test); a comma-separated list evaluates the "
+                        "same fitted calibrators on each (domains: test,deploy), the first being the reference")
     p.add_argument("--calibrators", default=None,
                    help="comma-separated: none,ts,ts-grid,... (default: none,ts)")
     p.add_argument("--option", action="append", default=[], metavar="CAL.KEY=VALUE",
@@ -203,10 +205,14 @@ def _requests(args) -> list:
         calib.configured(name, dict(opts))
     for name in names:
         calib.get(name)
+    eval_splits = _list(args.eval_split) if args.eval_split else [None]
     requests = []
     for run in chosen:
-        default_fit, eval_split = default_splits(run, args.eval_split)
-        fit_split = args.fit_split or default_fit
+        evals = [default_splits(run, e)[1] for e in eval_splits]
+        for name in evals + ([args.fit_split] if args.fit_split else []):
+            run.split(name)                      # a split the run lacks is refused before any work
+        fit_split = args.fit_split or _default_fit(run, evals)
+        eval_split = evals[0]
         run_names = names
         binary = [c for c in names if calib.get(c).binary_only]
         if binary and run.k != 2:
@@ -220,21 +226,36 @@ def _requests(args) -> list:
                     "calibrators on; add a fit split to the file or pass --fit-split explicitly.")
             run_names = ("none",)
             print(f"calibview: run {run.name} has a single split: reporting it uncalibrated.", file=sys.stderr)
-        if fit_split == eval_split and any(c != "none" for c in run_names):      # as the window warns
-            logging.getLogger("calibview").warning(
-                f"warning: run {run.name}: calibrators were fitted and evaluated on the same split ({eval_split}): "
-                "these are in-sample numbers.")
+        if fit_split in evals:                   # as the window warns; once per calibrator
+            for c in run_names:
+                if c != "none":
+                    logging.getLogger("calibview").warning(
+                        f"warning: run {run.name}: {c} was fitted and evaluated on the same split ({fit_split}): "
+                        "these are in-sample numbers.")
         first = _settings(args)[0]
-        requests.append(EvalRequest(file=str(file), run=run.name, eval_split=eval_split, fit_split=fit_split,
-                                    calibrators=run_names, bins=first.bins, n_boot=args.n_boot, seed=args.seed,
-                                    level=args.level, bandwidth=first.bandwidth, kernel=first.kernel,
-                                    device=args.device, options=options,
-                                    max_memory=parse_size(args.max_memory)))
+        for eval_split in evals:                 # one request per domain: the engine fits once for all of them
+            requests.append(EvalRequest(file=str(file), run=run.name, eval_split=eval_split, fit_split=fit_split,
+                                        calibrators=run_names, bins=first.bins, n_boot=args.n_boot,
+                                        seed=args.seed, level=args.level, bandwidth=first.bandwidth,
+                                        kernel=first.kernel, device=args.device, options=options,
+                                        max_memory=parse_size(args.max_memory)))
     return requests
 
 
-def _evaluate_all(args) -> list:
-    """Every run's evaluations, one per setting of the command line (an ablation shares fits and scores)."""
+def _default_fit(run, evals: list[str]) -> Optional[str]:
+    """The fit split when none is named: "val" (else the first split) among those not evaluated on; with every
+    split evaluated on, what a single evaluation split would get."""
+    from .core.evaluate import default_splits
+
+    others = [s.name for s in run.splits if s.name not in evals]
+    if others:
+        return "val" if "val" in others else others[0]
+    return default_splits(run, evals[0])[0]
+
+
+def _evaluate_all(args, engine=None) -> list:
+    """Every run's evaluations, one per eval split and setting of the command line (an ablation and the domains
+    share fits and scores)."""
     from .core.engine import Engine
     from .core.evaluate import check_request
     from dataclasses import replace
@@ -246,7 +267,7 @@ def _evaluate_all(args) -> list:
             check_request(replace(req, bins=s.bins, bandwidth=s.bandwidth, kernel=s.kernel))
     bar = ProgressBar(enabled=False if args.quiet else None)
     cancel = threading.Event()
-    engine = Engine()
+    engine = engine if engine is not None else Engine()
     results = []
     try:
         for i, req in enumerate(requests):
@@ -258,10 +279,14 @@ def _evaluate_all(args) -> list:
 
 
 def _cmd_report(args) -> int:
+    from .core.engine import Engine
     from .core.report import write_report
 
-    evaluations = _evaluate_all(args)
+    engine = Engine()
+    evaluations = _evaluate_all(args, engine)
     paths, messages = write_report(evaluations, args.out)
+    if len({ev.request.eval_split for ev in evaluations}) > 1:
+        paths.append(_write_domains(evaluations, engine, Path(args.out)))
     for message in messages:
         logging.getLogger("calibview").warning(f"note: {message}")
     firsts = _first_settings(evaluations)
@@ -271,6 +296,16 @@ def _cmd_report(args) -> int:
         print(_summary_line(ev))
     print("wrote " + ", ".join(str(p) for p in paths))
     return 0
+
+
+def _write_domains(evaluations, engine, out: Path) -> Path:
+    """domains.csv: each metric per eval split and its difference to the first split (see core.domains)."""
+    from .core.domains import domain_rows, domains_csv
+    from .core.report import atomic_write
+
+    rows = domain_rows(evaluations, lambda ev: engine.distributions(ev.request))
+    atomic_write(out / "domains.csv", domains_csv(rows))
+    return out / "domains.csv"
 
 
 def _first_settings(evaluations) -> list:
@@ -292,11 +327,12 @@ def _write_diagrams(evaluations, out: Path) -> list[Path]:
         print(f"calibview: warning: no diagram.png ({e}); install PySide6 and pyqtgraph for it.", file=sys.stderr)
         return []
     paths = []
+    several_runs = len({(ev.run.file, ev.run.name) for ev in evaluations}) > 1
+    several_splits = len({ev.request.eval_split for ev in evaluations}) > 1
     for ev in evaluations:
-        if len(evaluations) == 1:
-            name = "diagram.png"
-        else:
-            name = "diagram_" + "".join(c if c.isalnum() or c in "-." else "_" for c in ev.run.name) + ".png"
+        parts = ([ev.run.name] if several_runs else []) + ([ev.request.eval_split] if several_splits else [])
+        name = "_".join(["diagram"] + ["".join(c if c.isalnum() or c in "-." else "_" for c in p)
+                                       for p in parts]) + ".png"
         title = f"{ev.run.name} · {ev.request.eval_split} (N = {ev.n_eval:,}, K = {ev.k})"
         render_diagram_png(list(ev.results), out / name, bandwidth=ev.request.bandwidth, kernel=ev.request.kernel,
                            title=title)
@@ -327,16 +363,18 @@ def _cmd_metrics(args) -> int:
         cols = ("accuracy", "nll", "brier", "ece", "ace", "classwise_ece", "smece", "cal", "tot",
                 "sharpness_gap")
         ablation = len({(r["bins"], r["bandwidth"], r["kernel"]) for r in rows}) > 1
+        domains = len({r["eval_split"] for r in rows}) > 1
 
         def setting(row) -> str:
             return f"{row['bins']:>4} {row['bandwidth']:<7g} {row['kernel'][:5]:5s} " if ablation else ""
 
-        head = f"{'run':32s} {'calibrator':10s} " + ("bins bw      kern. " if ablation else "") + \
-            " ".join(f"{c[:13]:>13s}" for c in cols)
+        head = f"{'run':32s} " + ("split      " if domains else "") + f"{'calibrator':10s} " + \
+            ("bins bw      kern. " if ablation else "") + " ".join(f"{c[:13]:>13s}" for c in cols)
         print(head)
         for row in rows:
             run = f"{row['model']}/{row['dataset']}"
-            print(f"{run[:32]:32s} {row['calibrator'][:10]:10s} " + setting(row) +
+            split = f"{row['eval_split'][:10]:10s} " if domains else ""
+            print(f"{run[:32]:32s} {split}{row['calibrator'][:10]:10s} " + setting(row) +
                   " ".join(f"{row[c]:13.6g}" for c in cols))
     return 0
 

@@ -140,6 +140,21 @@ class Engine:
         job._fit_all()
         return dict(job.fitted)
 
+    def distributions(self, req: EvalRequest, *, progress=None, cancel: Optional[threading.Event] = None
+                      ) -> dict[str, dict[str, np.ndarray]]:
+        """The bootstrap distributions behind the intervals of ``req`` (its one setting): calibrator name ->
+        metric -> (n_boot,) float64 (empty when ``req.n_boot`` is 0; a metric without an interval is absent).
+        Cached like everything else: after :meth:`evaluate` of the same request this computes nothing."""
+        check_request(req)
+        job = _Job(self, req, settings_of(req), progress, cancel, None, time.perf_counter())
+        job._fit_all()
+        job._score_all()
+        if not req.n_boot:
+            return {nm: {} for nm in job.names}
+        job._resample_all()
+        s = job.settings[0]
+        return {nm: job._dists(nm, job.bins_of[s], s) for nm in job.names}
+
     def resamples(self, req: EvalRequest) -> tuple[Optional[torch.Tensor], Optional[torch.Tensor]]:
         """The evaluation split's bootstrap resamples as used by every interval of ``req``: ((n_boot, units) uint8
         counts or None when they would not fit COUNTS_BUDGET, (N,) unit of each sample or None). Restricting the
@@ -468,14 +483,7 @@ class _Job:
         common, binned = self._point(name, ("common",)), self._point(name, ("binned", b))
         kern = self._point(name, ("kernel", s.bandwidth, s.kernel))
         values = {**common["values"], **binned["values"], **kern["values"]}
-        dists = {}
-        if self.req.n_boot:
-            for part in (("common",), ("binned", b), ("kernel", s.bandwidth, s.kernel)):
-                dists.update(self.dists.get((name, part)) or self.cache.get(self._dist_key(name, part)) or {})
-            if sc.classwise_dist.get(b) is not None and dists:
-                dists["classwise_ece"] = sc.classwise_dist[b]
-            if "brier" in dists:
-                dists["tot"] = dists["brier"]      # TOT is the Brier score, whatever the bandwidth
+        dists = self._dists(name, b, s) if self.req.n_boot else {}
         metrics = {}
         for m in METRIC_NAMES:
             iv = percentile_interval(dists[m], self.req.level) if m in dists else None
@@ -491,6 +499,17 @@ class _Job:
             per_class_ece=_frozen(binned["per_class_ece"]), per_class_accuracy=_frozen(common["per_class_accuracy"]),
             per_class_count=_frozen(common["per_class_count"]), smece_sigma=common["sigma"],
             argmax_changed=sc.argmax_changed, warnings=tuple(warnings))
+
+    def _dists(self, name: str, b: int, s: Setting) -> dict:
+        """metric -> bootstrap distribution of calibrator ``name`` at bin count ``b`` and setting ``s``."""
+        sc, dists = self.scored[name], {}
+        for part in (("common",), ("binned", b), ("kernel", s.bandwidth, s.kernel)):
+            dists.update(self.dists.get((name, part)) or self.cache.get(self._dist_key(name, part)) or {})
+        if sc.classwise_dist.get(b) is not None and dists:
+            dists["classwise_ece"] = sc.classwise_dist[b]
+        if "brier" in dists:
+            dists["tot"] = dists["brier"]      # TOT is the Brier score, whatever the bandwidth
+        return dists
 
     def log_line(self, ev: Evaluation) -> str:
         c = ev.counters
