@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Optional
 
@@ -43,6 +44,7 @@ class Session(QtCore.QObject):
         self.run: Optional[lg.RunInfo] = None
         self.fit_split: Optional[str] = None
         self.eval_split: Optional[str] = None
+        self.compare_splits: tuple[str, ...] = ()    # further eval splits (domains), after eval_split
         self.calibrators: tuple[str, ...] = DEFAULT_CALIBRATORS
         self.bins: int | str = 15
         self.n_boot = 1000
@@ -51,6 +53,7 @@ class Session(QtCore.QObject):
         self.device = "auto"
         self.options: tuple = ()                      # per-calibrator options, as EvalRequest.options
         self.evaluation: Optional[Evaluation] = None
+        self.evaluations: tuple[Evaluation, ...] = ()   # one per eval split; evaluations[0] is evaluation
         self.visible: frozenset[str] = frozenset()
         self._hidden: set[str] = set()              # calibrators the user hid (kept across evaluations)
         self.generation = 0
@@ -102,16 +105,29 @@ class Session(QtCore.QObject):
         run = lg.find_run(self.files[path], run_name)
         self.run = run
         self.fit_split, self.eval_split = default_splits(run)
+        self.compare_splits = ()
         self.selection_changed.emit()
         if evaluate:
             self.evaluate()
 
-    def set_splits(self, fit_split: Optional[str], eval_split: str) -> None:
-        if (fit_split, eval_split) == (self.fit_split, self.eval_split):
+    def set_splits(self, fit_split: Optional[str], eval_split: str, compare=None) -> None:
+        """The fit split, the evaluation split and (optionally) the further eval splits to compare with."""
+        compare = self.compare_splits if compare is None else tuple(dict.fromkeys(compare))
+        compare = tuple(c for c in compare if c != eval_split)
+        if (fit_split, eval_split, compare) == (self.fit_split, self.eval_split, self.compare_splits):
             return
-        self.fit_split, self.eval_split = fit_split, eval_split
+        self.fit_split, self.eval_split, self.compare_splits = fit_split, eval_split, compare
         self.selection_changed.emit()
         self.evaluate()
+
+    def set_compare_splits(self, names) -> None:
+        """Evaluate the same fitted calibrators on these splits too (domains), shown side by side."""
+        if self.eval_split is not None:
+            self.set_splits(self.fit_split, self.eval_split, tuple(names))
+
+    @property
+    def eval_splits(self) -> tuple[str, ...]:
+        return ((self.eval_split,) if self.eval_split else ()) + self.compare_splits
 
     # --- settings --------------------------------------------------------------------------------------------
 
@@ -151,9 +167,19 @@ class Session(QtCore.QObject):
                            bandwidth=self.bandwidth, kernel=self.kernel, device=self.device,
                            options=tuple(o for o in self.options if o[0] in names))
 
-    def evaluate(self, request: Optional[EvalRequest] = None) -> int:
-        """Start an evaluation (a newer one supersedes a running one); returns its generation (0: nothing to do)."""
-        request = request or self.build_request()
+    def build_requests(self) -> tuple[EvalRequest, ...]:
+        """One request per eval split (domains), the same fits; () when there is nothing to evaluate."""
+        first = self.build_request()
+        if first is None:
+            return ()
+        return (first,) + tuple(replace(first, eval_split=s) for s in self.compare_splits)
+
+    def evaluate(self, request=None) -> int:
+        """Start an evaluation (a newer one supersedes a running one); returns its generation (0: nothing to do).
+        ``request``: an EvalRequest, a tuple of them (domains), or None for the session's own."""
+        if request is None:
+            requests = self.build_requests()
+            request = requests[0] if len(requests) == 1 else (requests or None)
         if request is None:
             return 0
         if self._cancel is not None:
@@ -193,12 +219,12 @@ class Session(QtCore.QObject):
         if generation == self.generation:
             self.progress_changed.emit(fraction, message)
 
-    def _on_worker_partial(self, generation: int, evaluation: Evaluation) -> None:
+    def _on_worker_partial(self, generation: int, evaluation) -> None:
         """Point estimates and curves as each calibrator is scored (intervals pending); the request runs on."""
         if generation == self.generation and not (self._cancel is not None and self._cancel.is_set()):
             self._set_evaluation(evaluation)
 
-    def _on_worker_finished(self, generation: int, evaluation: Evaluation) -> None:
+    def _on_worker_finished(self, generation: int, evaluation) -> None:
         if generation != self.generation:
             return                                # stale: a newer request superseded it
         self._cancel = None
@@ -225,8 +251,11 @@ class Session(QtCore.QObject):
         if ev is None or ev.run.file not in self.files:
             return
         req = ev.request
-        if (self.run, self.fit_split, self.eval_split) != (ev.run, req.fit_split, req.eval_split):
+        compare = tuple(e.request.eval_split for e in self.evaluations[1:])
+        if (self.run, self.fit_split, self.eval_split, self.compare_splits) != (ev.run, req.fit_split,
+                                                                                req.eval_split, compare):
             self.run, self.fit_split, self.eval_split = ev.run, req.fit_split, req.eval_split
+            self.compare_splits = compare
             self.selection_changed.emit()
 
     def _set_busy(self, busy: bool) -> None:
@@ -234,7 +263,13 @@ class Session(QtCore.QObject):
             self._busy = busy
             self.busy_changed.emit(busy)
 
-    def _set_evaluation(self, evaluation: Optional[Evaluation]) -> None:
+    def _set_evaluation(self, evaluation) -> None:
+        """An Evaluation, a tuple of them (one per eval split, the first the reference) or None."""
+        if isinstance(evaluation, tuple):
+            self.evaluations = evaluation
+            evaluation = evaluation[0] if evaluation else None
+        else:
+            self.evaluations = (evaluation,) if evaluation is not None else ()
         self.evaluation = evaluation
         if evaluation is not None:
             # Keep the user's show/hide choices for calibrators that are still there; show new ones.

@@ -23,8 +23,11 @@ class EvaluationWorker(QtCore.QObject):
     """Lives on a worker thread; ``run`` is invoked through a queued signal from the session."""
 
     progressed = QtCore.Signal(int, float, str)      # generation, fraction, message
-    partial = QtCore.Signal(int, object)             # generation, Evaluation with intervals pending
-    finished = QtCore.Signal(int, object)            # generation, Evaluation
+    # A request is one EvalRequest, or a tuple of them (domains: one per eval split, sharing the fits); its
+    # results are an Evaluation, or a tuple of Evaluations in the same order (a partial one: those done so far,
+    # the last with intervals pending).
+    partial = QtCore.Signal(int, object)             # generation, Evaluation(s) with intervals pending
+    finished = QtCore.Signal(int, object)            # generation, Evaluation(s)
     failed = QtCore.Signal(int, str)                 # generation, one-sentence message
     cancelled = QtCore.Signal(int)                   # generation
 
@@ -36,7 +39,7 @@ class EvaluationWorker(QtCore.QObject):
         self.engine = engine or Engine()
 
     @QtCore.Slot(int, object, object)
-    def run(self, generation: int, request: EvalRequest, cancel: threading.Event) -> None:
+    def run(self, generation: int, request, cancel: threading.Event) -> None:
         if cancel.is_set():
             self.cancelled.emit(generation)
             return
@@ -49,8 +52,11 @@ class EvaluationWorker(QtCore.QObject):
                 self.progressed.emit(generation, fraction, message)
 
         try:
-            result = self.engine.evaluate(request, progress=progress, cancel=cancel,
-                                          on_partial=lambda ev: self.partial.emit(generation, ev))
+            if isinstance(request, EvalRequest):
+                result = self.engine.evaluate(request, progress=progress, cancel=cancel,
+                                              on_partial=lambda ev: self.partial.emit(generation, ev))
+            else:
+                result = self._domains(generation, tuple(request), progress, cancel)
         except Cancelled:
             self.cancelled.emit(generation)
         except CalibviewError as e:
@@ -63,3 +69,15 @@ class EvaluationWorker(QtCore.QObject):
             self.failed.emit(generation, f"Unexpected error ({type(e).__name__}: {e}); please report it.")
         else:
             self.finished.emit(generation, result)
+
+    def _domains(self, generation: int, requests: tuple, progress, cancel) -> tuple:
+        """One evaluation per eval split, in order; the engine's cache fits once for all of them."""
+        done: list = []
+        for i, req in enumerate(requests):
+            def part(fraction: float, message: str, i=i, split=req.eval_split) -> None:
+                progress((i + fraction) / len(requests), f"{split}: {message}")
+
+            done.append(self.engine.evaluate(
+                req, progress=part, cancel=cancel,
+                on_partial=lambda ev: self.partial.emit(generation, tuple(done) + (ev,))))
+        return tuple(done)
