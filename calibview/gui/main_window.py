@@ -16,6 +16,7 @@ from calibview.core.errors import CalibviewError
 from calibview.gui.browser import Browser
 from calibview.gui.calibrators import CalibratorPanel
 from calibview.gui.canvas import CalibrationCanvas
+from calibview.gui.decisions import DecisionsView
 from calibview.gui.domains import DomainCanvases
 from calibview.gui.metrics_table import MetricsTable
 from calibview.gui.session import Session
@@ -172,6 +173,12 @@ class MainWindow(QtWidgets.QMainWindow):
         self.browser_dock = self._dock("Browser", self.browser, QtCore.Qt.LeftDockWidgetArea)
         self.panel_dock = self._dock("Calibrators", self.panel, QtCore.Qt.RightDockWidgetArea)
         self.table_dock = self._dock("Metrics", self.table, QtCore.Qt.BottomDockWidgetArea)
+        self.decisions = DecisionsView(self.session)
+        self.decisions_dock = self._dock("Decisions", self.decisions, QtCore.Qt.BottomDockWidgetArea)
+        self.tabifyDockWidget(self.table_dock, self.decisions_dock)
+        self.table_dock.raise_()
+        # computed only while someone looks (a tab behind Metrics is not looked at)
+        self.decisions_dock.visibilityChanged.connect(self.session.want_decisions)
         self._build_status_bar()
         self._build_actions()
         self.last_error: Optional[tuple[str, str]] = None
@@ -257,7 +264,7 @@ class MainWindow(QtWidgets.QMainWindow):
             group.addAction(act)
             self.theme_actions[name] = act
         v.addSeparator()
-        for dock in (self.browser_dock, self.panel_dock, self.table_dock):
+        for dock in (self.browser_dock, self.panel_dock, self.table_dock, self.decisions_dock):
             v.addAction(dock.toggleViewAction())
         h = mb.addMenu("&Help")
         self._action(h, "&Metric definitions", self.show_definitions)
@@ -462,6 +469,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.theme = name
         apply_palette(QtWidgets.QApplication.instance(), name)
         self.domains.set_theme(name)
+        self.decisions.set_theme(name)
         self.theme_actions[name].setChecked(True)
         self.settings.setValue("theme", name)
 

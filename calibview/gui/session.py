@@ -35,8 +35,10 @@ class Session(QtCore.QObject):
     error_occurred = QtCore.Signal(str, str)            # title, one-sentence message
     bandwidth_changed = QtCore.Signal(float, str)       # bandwidth, kernel: curves only, never the worker
     visible_changed = QtCore.Signal(object)             # frozenset of shown calibrator names
+    decisions_changed = QtCore.Signal(object)           # gui.decision_data.Decisions or None
 
     _request = QtCore.Signal(int, object, object)       # to the worker thread (queued)
+    _decide = QtCore.Signal(int, object, object)        # to the worker thread (queued)
 
     def __init__(self, parent: Optional[QtCore.QObject] = None) -> None:
         super().__init__(parent)
@@ -57,6 +59,13 @@ class Session(QtCore.QObject):
         self.visible: frozenset[str] = frozenset()
         self._hidden: set[str] = set()              # calibrators the user hid (kept across evaluations)
         self.generation = 0
+        # The Decisions view's data: asked for only while that view is shown, for one eval split
+        self.decisions = None
+        self.decisions_split: Optional[str] = None      # None: the evaluation split
+        self._decisions_wanted = False
+        self._decisions_gen = 0
+        self._decisions_key: Optional[tuple] = None
+        self._decisions_cancel: Optional[threading.Event] = None
         self._cancel: Optional[threading.Event] = None
         self._busy = False
         self._thread = QtCore.QThread()
@@ -69,6 +78,8 @@ class Session(QtCore.QObject):
         self._worker.finished.connect(self._on_worker_finished, QtCore.Qt.QueuedConnection)
         self._worker.failed.connect(self._on_worker_failed, QtCore.Qt.QueuedConnection)
         self._worker.cancelled.connect(self._on_worker_cancelled, QtCore.Qt.QueuedConnection)
+        self._decide.connect(self._worker.decide, QtCore.Qt.QueuedConnection)
+        self._worker.decided.connect(self._on_worker_decided, QtCore.Qt.QueuedConnection)
         self._thread.start()
 
     # --- files and selection ---------------------------------------------------------------------------------
@@ -195,6 +206,52 @@ class Session(QtCore.QObject):
         if self._cancel is not None:
             self._cancel.set()
 
+    # --- decisions (risk-coverage, threshold audit) ----------------------------------------------------------
+
+    def want_decisions(self, on: bool) -> None:
+        """The Decisions view is shown (on) or hidden: its data is computed only while someone looks."""
+        self._decisions_wanted = bool(on)
+        if on:
+            self._request_decisions()
+
+    def set_decisions_split(self, name: Optional[str]) -> None:
+        """Which evaluated split the Decisions view audits (None: the evaluation split)."""
+        self.decisions_split = name
+        self._request_decisions()
+
+    def _decisions_request(self) -> Optional[EvalRequest]:
+        if self.evaluation is None or self.evaluation.pending:
+            return None
+        evs = {e.request.eval_split: e for e in self.evaluations}
+        ev = evs.get(self.decisions_split) or self.evaluation
+        return None if ev.pending else ev.request
+
+    def _request_decisions(self) -> None:
+        req = self._decisions_request() if self._decisions_wanted else None
+        if req is None:
+            return
+        # the per-sample vectors depend on the fits and the split, not on bins, bandwidth, kernel or level
+        key = (req.file, req.run, req.fit_split, req.eval_split, req.calibrators, req.options, req.level)
+        if key == self._decisions_key:
+            return
+        self._decisions_key = key
+        if self._decisions_cancel is not None:
+            self._decisions_cancel.set()
+        self._decisions_gen += 1
+        self._decisions_cancel = threading.Event()
+        self._decide.emit(self._decisions_gen, req, self._decisions_cancel)
+
+    def _on_worker_decided(self, generation: int, data) -> None:
+        if generation != self._decisions_gen:
+            return
+        self._decisions_cancel = None
+        if isinstance(data, str):
+            self._decisions_key = None
+            self.error_occurred.emit("Decisions failed", data)
+            return
+        self.decisions = data
+        self.decisions_changed.emit(data)
+
     @property
     def busy(self) -> bool:
         return self._busy
@@ -206,6 +263,8 @@ class Session(QtCore.QObject):
         ``timeout_ms`` the join goes on (said once in the log): Qt aborts the process when a QThread is
         destroyed while its thread still runs, which is worse than a late close."""
         self.cancel()
+        if self._decisions_cancel is not None:
+            self._decisions_cancel.set()
         self._thread.quit()
         if self._thread.wait(timeout_ms):
             return
@@ -230,6 +289,7 @@ class Session(QtCore.QObject):
         self._cancel = None
         self._set_busy(False)
         self._set_evaluation(evaluation)
+        self._request_decisions()
 
     def _on_worker_failed(self, generation: int, message: str) -> None:
         if generation != self.generation:
@@ -281,3 +341,6 @@ class Session(QtCore.QObject):
             self.visible = frozenset()
         self.evaluation_changed.emit(evaluation)
         self.visible_changed.emit(self.visible)
+        if evaluation is None and self.decisions is not None:
+            self.decisions, self._decisions_key = None, None
+            self.decisions_changed.emit(None)

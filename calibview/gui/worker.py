@@ -30,6 +30,8 @@ class EvaluationWorker(QtCore.QObject):
     finished = QtCore.Signal(int, object)            # generation, Evaluation(s)
     failed = QtCore.Signal(int, str)                 # generation, one-sentence message
     cancelled = QtCore.Signal(int)                   # generation
+    #: the Decisions view's data (gui.decision_data.Decisions), or a one-sentence message when it failed
+    decided = QtCore.Signal(int, object)             # decisions generation, Decisions or str
 
     #: Progress is forwarded at most this often (seconds): the GUI needs ~20 updates a second, not thousands.
     progress_interval = 0.05
@@ -69,6 +71,28 @@ class EvaluationWorker(QtCore.QObject):
             self.failed.emit(generation, f"Unexpected error ({type(e).__name__}: {e}); please report it.")
         else:
             self.finished.emit(generation, result)
+
+    @QtCore.Slot(int, object, object)
+    def decide(self, generation: int, request: EvalRequest, cancel: threading.Event) -> None:
+        """Per-sample vectors of the request's eval split (Engine.scored: a cache hit after its evaluation), sorted
+        once per calibrator for the threshold slider."""
+        from calibview.gui.decision_data import build_decisions
+
+        if cancel.is_set():
+            return
+        try:
+            scored = self.engine.scored(request, cancel=cancel)
+            fitted = self.engine.fitted(request, cancel=cancel)
+            data = build_decisions(request, scored, {n: f.label for n, f in fitted.items()})
+        except Cancelled:
+            return
+        except CalibviewError as e:
+            self.decided.emit(generation, str(e))
+        except Exception as e:  # a bug: keep the window alive and say what happened
+            traceback.print_exc()
+            self.decided.emit(generation, f"Unexpected error ({type(e).__name__}: {e}); please report it.")
+        else:
+            self.decided.emit(generation, data)
 
     def _domains(self, generation: int, requests: tuple, progress, cancel) -> tuple:
         """One evaluation per eval split, in order; the engine's cache fits once for all of them."""
