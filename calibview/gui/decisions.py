@@ -21,7 +21,7 @@ from calibview.gui.theme import THEMES, calibrator_color, themed_color
 STEPS = 1000
 DECADES = 3.0                # the slider spans t = 0 ... 1 - 10^-3 on a log scale of 1 - t: room near 1
 PRESETS = (0.9, 0.95, 0.99)
-COLUMNS = ("Calibrator", "n ≥ t", "Coverage %", "Sel. acc. %", "Wilson interval %", "Mean conf. %", "Audit")
+COLUMNS = ("Calibrator", "n ≥ t", "Coverage %", "Sel. acc. % [Wilson]", "Mean conf. %", "Audit")
 
 
 def slider_to_threshold(v: int) -> float:
@@ -61,13 +61,14 @@ class DecisionsView(QtWidgets.QWidget):
         top.addWidget(self.caption, 1)
 
         self.plot = pg.PlotWidget()
-        self.plot.setMinimumSize(240, 160)
+        self.plot.setMinimumSize(240, 100)
         p = self.plot.getPlotItem()
         p.setMouseEnabled(x=False, y=False)
         p.setMenuEnabled(False)
         p.hideButtons()
         p.setLabel("bottom", "coverage (fraction accepted, most confident first)")
-        p.setLabel("left", "selective risk")
+        p.setLabel("left", "sel. risk")
+        p.getAxis("left").enableAutoSIPrefix(False)
         p.setXRange(0, 1, padding=0.01)
         p.showGrid(x=True, y=True, alpha=0.2)
 
@@ -94,9 +95,9 @@ class DecisionsView(QtWidgets.QWidget):
         self.table.verticalHeader().hide()
         self.table.setEditTriggers(QtWidgets.QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.horizontalHeader().setStretchLastSection(True)
-        self.table.setSizeAdjustPolicy(QtWidgets.QAbstractScrollArea.SizeAdjustPolicy.AdjustToContents)
+        self.table.verticalHeader().setDefaultSectionSize(self.table.fontMetrics().height() + 6)
         tips = ("", "Samples with confidence ≥ t", "n ≥ t as a share of the split",
-                "Accuracy of the accepted samples (1 - selective risk)", "Wilson interval of that accuracy",
+                "Accuracy of the accepted samples (1 - selective risk) and its Wilson interval",
                 "Mean confidence of the accepted samples",
                 "⚠ when the Wilson interval excludes the mean confidence: the scores above t are not calibrated")
         for c, tip in enumerate(tips):
@@ -224,7 +225,7 @@ class DecisionsView(QtWidgets.QWidget):
         row = 0
         for name in self._curves:
             a = d.calibrators[name].sorted.at(self.threshold)
-            texts = (f"{a.n:,}", f"{100 * a.coverage:.1f}", _pct(a.accuracy), _interval(a.lo, a.hi),
+            texts = (f"{a.n:,}", f"{100 * a.coverage:.1f}", f"{_pct(a.accuracy)} {_interval(a.lo, a.hi)}",
                      _pct(a.mean_conf), _flag(a))
             for col, text in enumerate(texts, start=1):
                 self.table.item(row, col).setText(text)
@@ -266,7 +267,7 @@ def _pct(x: float) -> str:
 
 
 def _interval(lo: float, hi: float) -> str:
-    return "—" if not (math.isfinite(lo) and math.isfinite(hi)) else f"{100 * lo:.1f}–{100 * hi:.1f}"
+    return "" if not (math.isfinite(lo) and math.isfinite(hi)) else f"[{100 * lo:.1f}, {100 * hi:.1f}]"
 
 
 def _flag(a) -> str:
@@ -274,4 +275,4 @@ def _flag(a) -> str:
         return "no sample above t"
     if not a.flagged:
         return "ok"
-    return "⚠ over-confident" if a.mean_conf > a.hi else "⚠ under-confident"
+    return "⚠ over-conf." if a.mean_conf > a.hi else "⚠ under-conf."

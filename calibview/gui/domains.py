@@ -12,7 +12,14 @@ from PySide6 import QtCore, QtWidgets
 from calibview.gui.canvas import CalibrationCanvas
 
 
-def split_title(ev) -> str:
+#: the interactive minimum of a single diagram, and of each one side by side (so two fit next to the docks)
+SINGLE_MIN, SIDE_BY_SIDE_MIN = (320, 260), (200, 220)
+
+
+def split_title(ev, short: bool = False) -> str:
+    """The diagram's title; side by side the run is in the window title and the table caption."""
+    if short:
+        return f"{ev.request.eval_split} · N = {ev.n_eval:,}"
     return f"{ev.run.name} · {ev.request.eval_split} (N = {ev.n_eval:,}, K = {ev.k})"
 
 
@@ -55,8 +62,10 @@ class DomainCanvases(QtWidgets.QWidget):
             self.primary.set_results([])
             return
         visible = set(visible)
+        for canvas in self.canvases():
+            canvas.set_compact(bool(want), SIDE_BY_SIDE_MIN if want else SINGLE_MIN)
         for canvas, ev in zip(self.canvases(), evaluations):
-            canvas.set_results(list(ev.results), title=split_title(ev),
+            canvas.set_results(list(ev.results), title=split_title(ev, short=bool(want)),
                                computed_at=(ev.request.bandwidth, ev.request.kernel))
             canvas.set_bandwidth(bandwidth, kernel)
             canvas.set_visible(visible)

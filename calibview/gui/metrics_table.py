@@ -493,6 +493,7 @@ class MetricsTable(QtWidgets.QWidget):
         for title, view, caption in (("Metrics", self.metrics_view, self._metrics_caption),
                                      ("Per class", self.per_class_view, self._per_class_caption)):
             caption.setTextFormat(Qt.TextFormat.PlainText)
+            caption.setWordWrap(True)            # a long caption (several splits) must not widen the window
             caption.setForegroundRole(QtGui.QPalette.ColorRole.PlaceholderText)
             page = QtWidgets.QWidget()
             lay = QtWidgets.QVBoxLayout(page)

@@ -97,7 +97,7 @@ def test_deploy_split_is_flagged_over_confident(qtbot, window, tmp_path):
     window.decisions.set_threshold(0.9)
     a = window.decisions.readout()["none"]
     assert a.flagged and a.mean_conf > a.hi
-    assert "over-confident" in window.decisions.table.item(0, 6).text()
+    assert "over-conf" in window.decisions.table.item(0, 5).text()
 
 
 def test_slider_mapping_round_trips():
