@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Optional
 
 import numpy as np
 import pyqtgraph as pg

@@ -2,7 +2,6 @@
 
 import csv
 import json
-import logging
 
 import numpy as np
 import pytest
@@ -126,3 +125,11 @@ def test_a_missing_split_is_refused_before_any_work(dfile, tmp_path, capsys):
     err = capsys.readouterr().err
     assert "shadow" in err and "not found" in err and "Traceback" not in err
     assert not out.exists()
+
+
+@pytest.mark.qt               # diagram.png is drawn by the window's canvas
+def test_report_draws_one_diagram_per_split(dfile, tmp_path):
+    out = tmp_path / "dia"
+    assert main(["report", str(dfile), "--calibrators", "none,ts", "--eval-split", "test,deploy", "--n-boot", "0",
+                 "--out", str(out), "--quiet"]) == 0
+    assert {p.name for p in out.glob("diagram*.png")} == {"diagram_test.png", "diagram_deploy.png"}
