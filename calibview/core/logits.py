@@ -468,8 +468,8 @@ def read_meta(path: Optional[PathLike], run: Union[str, RunInfo], split: str, co
             values = ds[()]
         except (OSError, ValueError, TypeError) as e:
             raise CalibviewError(f"{file}: could not read {ds.name} ({_oneline(e)}).") from None
-        categorical = bool(ds.attrs.get("categorical", False))
-    return md.validate(file, ds.name, values, info.n, categorical=categorical)
+        categorical, name = bool(ds.attrs.get("categorical", False)), ds.name
+    return md.validate(file, name, values, info.n, categorical=categorical)
 
 
 def iter_split(path: Optional[PathLike], run: Union[str, RunInfo], split: str, *,
