@@ -166,7 +166,8 @@ def evaluate_slices(engine, req: EvalRequest, by: str, *, slice_bins: int = 4, m
     every = (whole,) + slices
     active = [s for s in every if s.n >= min_slice or s.name is None] if req.n_boot else []
     report(progress, 0.4, "class-wise sums of the slices")
-    cw, notes = _classwise(req, run, info, fitted, scored, slices, b, counts, units, min_slice, device, cancel)
+    cw, notes = _classwise(req, run, info, fitted, scored, slices, b, counts, units, min_slice, device, cancel,
+                           _span(progress, 0.4, 0.6))
     stats = {(nm, s.name): _subset(sc.stats, s, cw.get((nm, s.name), (sc.classwise_sums.get(b), None))[0], b)
              for nm, sc in scored.items() for s in every}
     parts = [("common",), ("binned", b), ("kernel", req.bandwidth, req.kernel)]
@@ -203,7 +204,10 @@ def _read_column(file: str, run: lg.RunInfo, split: str, column: str) -> np.ndar
     if not shards.is_pattern(file):
         return lg.read_meta(file, run, split, column)
     parts = [lg.read_meta(f, run.name, split, column) for f in shards.expand(file)]
-    return np.concatenate(parts) if parts[0].dtype != object else np.concatenate(parts).astype(object)
+    if len({p.dtype.kind for p in parts}) > 1:
+        raise CalibviewError(f"The metadata column '{column}' of {run.name}/{split} has different types in the "
+                             f"shards of {file}; store it with one type in every shard.")
+    return np.concatenate(parts)
 
 
 def _group(names, codes: np.ndarray) -> tuple[Slice, ...]:
@@ -232,7 +236,7 @@ def _points(stats: SampleStats, b: int, parts: list) -> dict:
     return values
 
 
-def _classwise(req, run, info, fitted, scored, slices, b, counts, units, min_slice, device, cancel):
+def _classwise(req, run, info, fitted, scored, slices, b, counts, units, min_slice, device, cancel, progress):
     """({(calibrator, slice name): ((K, B) class-wise sums, (R,) class-wise ECE resamples or None)}, notes)."""
     k, names = run.k, list(scored)
     out: dict = {}
@@ -254,9 +258,11 @@ def _classwise(req, run, info, fitted, scored, slices, b, counts, units, min_sli
     if req.n_boot and counts is None:
         notes.append("no class-wise ECE interval per slice: the resamples do not fit in memory")
     step = chunk_rows(k)
-    for nm in names:
-        for s in slices:
+    for i, nm in enumerate(names):
+        for j, s in enumerate(slices):
             check_cancel(cancel)
+            report(progress, (i * len(slices) + j) / (len(names) * len(slices)),
+                   f"class-wise sums of slice {s.name} ({nm})")
             acc = StatsAccumulator(s.n, k, b, device)
             cwb, totals = None, None
             if counts is not None and s.n >= min_slice:

@@ -224,3 +224,21 @@ def test_smooth_intervals_can_be_left_out_for_many_slices(toy):
                 assert np.isnan(b[f"{m}_lo"]) and np.isnan(b[f"delta_{m}_hi"])
             else:
                 assert (a[f"{m}_lo"], a[f"delta_{m}_hi"]) == (b[f"{m}_lo"], b[f"delta_{m}_hi"]), m
+
+
+def test_shards_give_the_numbers_of_one_file(tmp_path):
+    data = _data(seed=4, n=(300, 300))
+    one = _write(tmp_path / "one.h5", data)
+
+    def cut(split, rows):
+        z, y, meta = data[split]
+        return z[rows], y[rows], {c: v[rows] for c, v in meta.items()}
+
+    for i, (a, b) in enumerate(((0, 150), (150, 300))):      # shard i holds rows a..b of both splits
+        _write(tmp_path / f"shard-{i}.h5", {s: cut(s, np.arange(a, b)) for s in ("val", "test")})
+    x = evaluate_slices(Engine(), _req(one, calibrators=("none", "ts")), "grp")
+    y = evaluate_slices(Engine(), _req(str(tmp_path / "shard-*.h5"), calibrators=("none", "ts")), "grp")
+    for ra, rb in zip(x.records, y.records):
+        assert (ra["slice"], ra["n"]) == (rb["slice"], rb["n"])
+        np.testing.assert_allclose([rb[m] for m in METRIC_NAMES], [ra[m] for m in METRIC_NAMES], rtol=0,
+                                   atol=1e-12, equal_nan=True)
