@@ -53,6 +53,7 @@ class Slice:
 
     name: Optional[str]                  # None: the whole split
     rows: np.ndarray
+    key: int = -1                        # position among the column's slices (-1: the whole split)
 
     @property
     def n(self) -> int:
@@ -168,7 +169,8 @@ def evaluate_slices(engine, req: EvalRequest, by: str, *, slice_bins: int = 4, m
     report(progress, 0.4, "class-wise sums of the slices")
     cw, notes = _classwise(req, run, info, fitted, scored, slices, b, counts, units, min_slice, device, cancel,
                            _span(progress, 0.4, 0.6))
-    stats = {(nm, s.name): _subset(sc.stats, s, cw.get((nm, s.name), (sc.classwise_sums.get(b), None))[0], b)
+    notes = list(dict.fromkeys([n for sc in scored.values() for n in sc.notes] + notes))   # the whole split's
+    stats = {(nm, s.key): _subset(sc.stats, s, cw.get((nm, s.key), (sc.classwise_sums.get(b), None))[0], b)
              for nm, sc in scored.items() for s in every}
     parts = [("common",), ("binned", b), ("kernel", req.bandwidth, req.kernel)]
     values = {key: _points(st, b, parts) for key, st in stats.items()}
@@ -181,12 +183,12 @@ def evaluate_slices(engine, req: EvalRequest, by: str, *, slice_bins: int = 4, m
                       smooth)
     for nm, sc in scored.items():
         for s in every:
-            d = dists.get((nm, s.name))
+            d = dists.get((nm, s.key))
             if d is None:
                 continue
             if "brier" in d:
                 d["tot"] = d["brier"]            # as the engine: TOT is the Brier score, whatever the bandwidth
-            dist = sc.classwise_dist.get(b) if s.name is None else cw.get((nm, s.name), (None, None))[1]
+            dist = sc.classwise_dist.get(b) if s.name is None else cw.get((nm, s.key), (None, None))[1]
             if dist is not None:
                 d["classwise_ece"] = dist
     records = [_record(req, run, by, nm, s, values, dists, k, b, min_slice) for nm in scored for s in every]
@@ -214,7 +216,7 @@ def _group(names, codes: np.ndarray) -> tuple[Slice, ...]:
     """One Slice per name, rows increasing: one stable sort, not one scan per slice."""
     order = np.argsort(codes, kind="stable")
     bounds = np.searchsorted(codes[order], np.arange(len(names) + 1), side="left")
-    return tuple(Slice(str(nm), order[bounds[i]:bounds[i + 1]].astype(np.int64)) for i, nm in enumerate(names))
+    return tuple(Slice(str(nm), order[bounds[i]:bounds[i + 1]].astype(np.int64), i) for i, nm in enumerate(names))
 
 
 def _subset(stats: SampleStats, s: Slice, sums: Optional[np.ndarray], b: int) -> SampleStats:
@@ -248,7 +250,7 @@ def _classwise(req, run, info, fitted, scored, slices, b, counts, units, min_sli
             split.close()
         for nm in names:
             for i, s in enumerate(slices):
-                out[(nm, s.name)] = (sums[nm][i], None)
+                out[(nm, s.key)] = (sums[nm][i], None)
         note = "no class-wise ECE interval per slice: the split is streamed from disk" if req.n_boot else None
         return out, [note] if note else []
     source = shards if shards.is_pattern(req.file) else lg
@@ -278,7 +280,7 @@ def _classwise(req, run, info, fitted, scored, slices, b, counts, units, min_sli
                     acc.add(a, fitted[nm].apply(scores.index_select(0, r)), labels[r],
                             cwb.add if cwb is not None else None)
             sums = acc.classwise_sums(b) if s.n else np.zeros((k, b))
-            out[(nm, s.name)] = (sums, cwb.distribution(acc, b, totals) if cwb is not None else None)
+            out[(nm, s.key)] = (sums, cwb.distribution(acc, b, totals) if cwb is not None else None)
             if cwb is not None:
                 cwb.release()
     return out, notes
@@ -325,14 +327,14 @@ def _resample(req, n, stats, active, parts, counts, units, device, cancel, progr
     prep = {}
     for s in active:
         if s.name is None:
-            prep[s.name] = None
+            prep[s.key] = None
         elif units is None:
-            prep[s.name] = (torch.from_numpy(s.rows).to(device), None, None)
+            prep[s.key] = (torch.from_numpy(s.rows).to(device), None, None)
         else:
             uniq, inv = torch.unique(units[torch.from_numpy(s.rows)], return_inverse=True)
-            prep[s.name] = (uniq.to(device), inv, torch.bincount(inv, minlength=uniq.numel()).double())
-    boots = {(nm, s.name): SampleBootstrap(stats[(nm, s.name)], device=device,
-                                           units=units if s.name is None else prep[s.name][1],
+            prep[s.key] = (uniq.to(device), inv, torch.bincount(inv, minlength=uniq.numel()).double())
+    boots = {(nm, s.key): SampleBootstrap(stats[(nm, s.key)], device=device,
+                                           units=units if s.name is None else prep[s.key][1],
                                            tick=lambda: check_cancel(cancel))
              for nm in names for s in active}
     values: dict = {key: {} for key in boots}
@@ -340,7 +342,7 @@ def _resample(req, n, stats, active, parts, counts, units, device, cancel, progr
     for i, block in enumerate(resampler.blocks(counts)):
         for s in active:
             check_cancel(cancel)
-            sub = block if s.name is None else _sub_block(block, *prep[s.name])
+            sub = block if s.name is None else _sub_block(block, *prep[s.key])
             for nm in names:
                 with np.errstate(all="ignore"):
                     for part in parts:
@@ -348,9 +350,9 @@ def _resample(req, n, stats, active, parts, counts, units, device, cancel, progr
                         full = smooth or s.name is None
                         if part[0] == "kernel" and not full:
                             continue
-                        out = resample_part(boots[(nm, s.name)], sub, part, smooth=full)
+                        out = resample_part(boots[(nm, s.key)], sub, part, smooth=full)
                         for metric, v in out.items():
-                            values[(nm, s.name)].setdefault(metric, []).append(np.asarray(v, dtype=np.float64))
+                            values[(nm, s.key)].setdefault(metric, []).append(np.asarray(v, dtype=np.float64))
             del sub
         report(progress, (i + 1) / len(resampler), f"bootstrap of the slices {i + 1}/{len(resampler)}")
         del block
@@ -370,8 +372,8 @@ def _sub_block(block: ResampleBlock, cols: torch.Tensor, inv: Optional[torch.Ten
 def _record(req, run, by, name, s: Slice, values, dists, k, b, min_slice) -> dict:
     """One flat record: the keys of ``metrics --json``, then slice_column, slice, delta_<metric>[_lo|_hi] and
     flagged."""
-    own, base = values[(name, s.name)], values[(name, None)]
-    d_own, d_base = dists.get((name, s.name)), dists.get((name, None))
+    own, base = values[(name, s.key)], values[(name, -1)]
+    d_own, d_base = dists.get((name, s.key)), dists.get((name, -1))
     rec = {"model": run.model, "dataset": run.dataset, "split": req.eval_split, "calibrator": name}
     deltas = {}
     with np.errstate(all="ignore"):
