@@ -109,8 +109,9 @@ def _brute(p, y, w, bins):
     return np.array([ece, brier, cw / k])
 
 
-@pytest.mark.parametrize("grouped", [False, True], ids=["samples", "units"])
-def test_intervals_equal_brute_force_on_restricted_resamples(tmp_path, monkeypatch, grouped):
+@pytest.mark.parametrize("grouped, by", [(False, "grp"), (True, "grp"), (False, "class")],
+                         ids=["samples", "units", "class slices"])
+def test_intervals_equal_brute_force_on_restricted_resamples(tmp_path, monkeypatch, grouped, by):
     if grouped:      # the large-split path (random groups of samples), on a small split
         monkeypatch.setattr(bootstrap, "UNIT_LIMIT", 100)
         monkeypatch.setattr(bootstrap, "MIN_UNITS", 64)
@@ -118,7 +119,7 @@ def test_intervals_equal_brute_force_on_restricted_resamples(tmp_path, monkeypat
     path = _write(tmp_path / "b.h5", data)
     req = _req(path, calibrators=("ts",), n_boot=25, bins=8)
     engine = Engine()
-    result = evaluate_slices(engine, req, "grp", min_slice=20)
+    result = evaluate_slices(engine, req, by, min_slice=20)
     counts, units = engine.resamples(req)
     counts = counts.numpy().astype(int)
     assert (units is not None) == grouped
@@ -242,3 +243,44 @@ def test_shards_give_the_numbers_of_one_file(tmp_path):
         assert (ra["slice"], ra["n"]) == (rb["slice"], rb["n"])
         np.testing.assert_allclose([rb[m] for m in METRIC_NAMES], [ra[m] for m in METRIC_NAMES], rtol=0,
                                    atol=1e-12, equal_nan=True)
+
+
+def test_many_class_slices_multiply_only_their_own_class_densely(tmp_path, monkeypatch):
+    """The per-class view at K = 50: each class slice's class-wise resamples need the dense (R x n) @ (n x K)
+    product for at most its own class (the only one with a label entry in the first bin), and the grid-based
+    intervals are left out above 16 slices."""
+    from calibview.core import slices as slices_mod
+
+    seen = []
+    real = slices_mod.ClasswiseBootstrap.__init__
+
+    def spy(self, *a, **kw):
+        seen.append(kw.get("columns"))
+        real(self, *a, **kw)
+
+    monkeypatch.setattr(slices_mod.ClasswiseBootstrap, "__init__", spy)
+    rng = np.random.default_rng(0)
+    k = 50
+    for split, m in (("val", 1500), ("test", 2000)):
+        y = rng.integers(0, k, m)
+        z = rng.normal(size=(m, k))
+        z[np.arange(m), y] += rng.normal(3, 1.5, m)
+        write_run(tmp_path / "k50.h5", "net", "toy", split, logits=z.astype(np.float32), labels=y)
+    req = _req(tmp_path / "k50.h5", calibrators=("none", "ts"), n_boot=50, bins=15)
+    result = evaluate_slices(Engine(), req, "class", min_slice=20)
+    mine = [c for c in seen if c is not None]          # the other two: the engine's, for the whole split
+    assert len(seen) == 2 + len(mine) and len(mine) == 2 * sum(s.n >= 20 for s in result.slices)
+    assert all(len(c) <= 1 for c in mine)
+    assert any("smece, cal, sharpness_gap" in n for n in result.notes)
+    rec = next(r for r in result.records if r["slice"] == "7" and r["calibrator"] == "ts")
+    assert np.isfinite(rec["classwise_ece_lo"]) and np.isnan(rec["smece_lo"]) and np.isfinite(rec["smece"])
+
+
+def test_a_metric_without_a_value_for_slices_is_nan(toy, monkeypatch):
+    from calibview.core import slices as slices_mod
+
+    monkeypatch.setattr(slices_mod, "METRIC_NAMES", slices_mod.METRIC_NAMES + ("future_metric",))
+    path, _ = toy
+    result = evaluate_slices(Engine(), _req(path, calibrators=("none",)), "grp")
+    for rec in result.records:
+        assert all(np.isnan(rec[f"{p}future_metric{q}"]) for p in ("", "delta_") for q in ("", "_lo", "_hi"))
