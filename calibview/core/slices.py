@@ -9,7 +9,10 @@ the whole split's bin count, so that slices and split are comparable when ``bins
 split's resamples restricted to the slice (paired: the same draws as every interval of the split), normalised by
 each resample's own slice size; the difference to the whole split is computed per resample, and a slice is
 *flagged* when the interval of its ECE difference excludes 0. Slices smaller than ``min_slice`` are reported with
-their n and point estimates but get no interval and are never flagged.
+their n and point estimates but get no interval and are never flagged. Binned ECE is biased upward on few
+samples per bin, so on small slices (fewer than PER_BIN samples per bin) the ECE difference overstates
+miscalibration; a note says so (on CIFAR-100's 100-sample classes, 97 of 100 classes are flagged after temperature
+scaling by ECE, 22 by debiased ECE).
 
 Cost: one pass over the split's (N, K) scores per calibrator for all slices together (class-wise sums, and the
 class-wise resamples of each slice restricted to the classes that need the dense product, which for a class
@@ -45,6 +48,8 @@ BY_CLASS = "class"
 #: with more slices than this, SmoothECE / CAL / sharpness-gap intervals per slice are skipped by default
 SMOOTH_SLICES = 16
 SMOOTH_METRICS = ("smece", "cal", "sharpness_gap")
+#: below this many samples per bin on average, a slice's binned ECE is noted as biased upward
+PER_BIN = 50
 
 
 @dataclass(frozen=True)
@@ -174,6 +179,11 @@ def evaluate_slices(engine, req: EvalRequest, by: str, *, slice_bins: int = 4, m
              for nm, sc in scored.items() for s in every}
     parts = [("common",), ("binned", b), ("kernel", req.bandwidth, req.kernel)]
     values = {key: _points(st, b, parts) for key, st in stats.items()}
+    thin = [s for s in slices if min_slice <= s.n < PER_BIN * b]
+    if thin:
+        notes.append(f"{len(thin)} slice(s) have fewer than {PER_BIN} samples per bin ({PER_BIN * b} for {b} bins): "
+                     f"binned ECE is biased upward on few samples, so their ECE difference and flag overstate "
+                     f"miscalibration; read delta_debiased_ece, or use fewer --bins")
     smooth = len(slices) <= SMOOTH_SLICES if smooth_intervals is None else bool(smooth_intervals)
     if req.n_boot and not smooth:
         notes.append(f"no {', '.join(SMOOTH_METRICS)} intervals for the {len(slices)} slices (a grid's work per "

@@ -217,7 +217,10 @@ def test_smooth_intervals_can_be_left_out_for_many_slices(toy):
     engine = Engine()
     full = evaluate_slices(engine, _req(path, calibrators=("ts",)), "grp")
     lean = evaluate_slices(engine, _req(path, calibrators=("ts",)), "grp", smooth_intervals=False)
-    assert any("smece, cal, sharpness_gap" in n for n in lean.notes) and not full.notes
+    assert any("smece, cal, sharpness_gap" in n for n in lean.notes)
+    assert not any("smece, cal, sharpness_gap" in n for n in full.notes)
+    # ~170 samples per slice in 10 bins: the small-sample bias of binned ECE is pointed out
+    assert any("3 slice(s) have fewer than 50 samples per bin" in n for n in full.notes)
     for a, b in zip(full.records, lean.records):
         for m in METRIC_NAMES:
             assert a[m] == b[m]
