@@ -249,7 +249,10 @@ def _points(stats: SampleStats, b: int, parts: list) -> dict:
 
 
 def _classwise(req, run, info, fitted, scored, slices, b, counts, units, min_slice, device, cancel, progress):
-    """({(calibrator, slice name): ((K, B) class-wise sums, (R,) class-wise ECE resamples or None)}, notes)."""
+    """({(calibrator, slice key): ((K, B) class-wise sums, (R,) class-wise ECE resamples or None)}, notes).
+
+    In memory: per slice, its own rows only (gathered chunk by chunk), through the engine's accumulators. Streamed:
+    one pass over the disk for every slice's sums, no intervals."""
     k, names = run.k, list(scored)
     out: dict = {}
     if stream.memory_bytes(info) > (req.max_memory or stream.DEFAULT_MAX_MEMORY):
@@ -325,11 +328,12 @@ def _restrict(counts: torch.Tensor, units: Optional[torch.Tensor], rows: np.ndar
     uniq, inv = torch.unique(units[torch.from_numpy(rows)], return_inverse=True)
     sub = counts[:, uniq]
     sizes = torch.bincount(inv, minlength=uniq.numel()).double()
-    return sub, inv, (sub.double() @ sizes).numpy()
+    totals = torch.cat([sub[a:a + 64].double() @ sizes for a in range(0, sub.shape[0], 64)])  # O(64 x units)
+    return sub, inv, totals.numpy()
 
 
 def _resample(req, n, stats, active, parts, counts, units, device, cancel, progress, smooth) -> dict:
-    """{(calibrator, slice name): {metric: (R,) values}} over the split's resample blocks restricted to each
+    """{(calibrator, slice key): {metric: (R,) values}} over the split's resample blocks restricted to each
     active slice (the whole split included)."""
     if not active:
         return {}
