@@ -375,6 +375,11 @@ class CalibrationCanvas(QtWidgets.QWidget):
             self._update_legend()
 
     @property
+    def accuracy_plot(self) -> pg.PlotItem:
+        """The upper plot (accuracy against confidence), for overlays drawn by other views (gui.slices)."""
+        return self._top
+
+    @property
     def theme(self) -> str:
         return self._theme.name
 

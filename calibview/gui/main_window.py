@@ -20,6 +20,7 @@ from calibview.gui.decisions import DecisionsView
 from calibview.gui.domains import DomainCanvases
 from calibview.gui.metrics_table import MetricsTable
 from calibview.gui.session import Session
+from calibview.gui.slices import SliceOverlay, SlicesView
 
 H_MIN, H_MAX, SLIDER_STEPS = 0.005, 0.5, 1000
 H5_SUFFIXES = (".h5", ".hdf5", ".hdf", ".he5")
@@ -173,6 +174,10 @@ class MainWindow(QtWidgets.QMainWindow):
         self.browser_dock = self._dock("Browser", self.browser, QtCore.Qt.LeftDockWidgetArea)
         self.panel_dock = self._dock("Calibrators", self.panel, QtCore.Qt.RightDockWidgetArea)
         self.table_dock = self._dock("Metrics", self.table, QtCore.Qt.BottomDockWidgetArea)
+        self.slices_view = SlicesView(self.session)
+        self.table.tabs.addTab(self.slices_view, "Slices")
+        self.slice_overlay = SliceOverlay(self.canvas.accuracy_plot)
+        self.slices_view.overlay_changed.connect(self._update_slice_overlay)
         self.decisions = DecisionsView(self.session)
         self.decisions_dock = self._dock("Decisions", self.decisions, QtCore.Qt.BottomDockWidgetArea)
         self.tabifyDockWidget(self.table_dock, self.decisions_dock)
@@ -411,6 +416,13 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def _on_session_bandwidth_changed(self, h: float, kernel: str) -> None:
         self.domains.set_bandwidth(h, kernel)
+        self.slice_overlay.set_bandwidth(h, kernel)
+
+    def _update_slice_overlay(self) -> None:
+        res, name = self.session.slices, self.slices_view.overlay_calibrator()
+        entries = res.curves.get(name, ()) if res is not None and name else ()
+        label = res.labels.get(name, name) if res is not None and name else ""
+        self.slice_overlay.set_slices(entries, self.session.bandwidth, self.session.kernel, label)
 
     def _on_session_visible_changed(self, visible) -> None:
         self.domains.set_visible(visible)

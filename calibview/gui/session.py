@@ -36,9 +36,11 @@ class Session(QtCore.QObject):
     bandwidth_changed = QtCore.Signal(float, str)       # bandwidth, kernel: curves only, never the worker
     visible_changed = QtCore.Signal(object)             # frozenset of shown calibrator names
     decisions_changed = QtCore.Signal(object)           # gui.decision_data.Decisions or None
+    slices_changed = QtCore.Signal(object)              # gui.worker.SliceResult or None
 
     _request = QtCore.Signal(int, object, object)       # to the worker thread (queued)
     _decide = QtCore.Signal(int, object, object)        # to the worker thread (queued)
+    _slice = QtCore.Signal(int, object, object, object)  # to the worker thread (queued)
 
     def __init__(self, parent: Optional[QtCore.QObject] = None) -> None:
         super().__init__(parent)
@@ -66,6 +68,12 @@ class Session(QtCore.QObject):
         self._decisions_gen = 0
         self._decisions_key: Optional[tuple] = None
         self._decisions_cancel: Optional[threading.Event] = None
+        # Slices of the evaluation split by a metadata column (or "class"), for the Slices tab and the overlay
+        self.slice_by: Optional[str] = None
+        self.slices = None
+        self._slices_gen = 0
+        self._slices_key: Optional[tuple] = None
+        self._slices_cancel: Optional[threading.Event] = None
         self._cancel: Optional[threading.Event] = None
         self._busy = False
         self._thread = QtCore.QThread()
@@ -79,6 +87,8 @@ class Session(QtCore.QObject):
         self._worker.failed.connect(self._on_worker_failed, QtCore.Qt.QueuedConnection)
         self._worker.cancelled.connect(self._on_worker_cancelled, QtCore.Qt.QueuedConnection)
         self._decide.connect(self._worker.decide, QtCore.Qt.QueuedConnection)
+        self._slice.connect(self._worker.slice, QtCore.Qt.QueuedConnection)
+        self._worker.sliced.connect(self._on_worker_sliced, QtCore.Qt.QueuedConnection)
         self._worker.decided.connect(self._on_worker_decided, QtCore.Qt.QueuedConnection)
         self._thread.start()
 
@@ -117,6 +127,8 @@ class Session(QtCore.QObject):
         self.run = run
         self.fit_split, self.eval_split = default_splits(run)
         self.compare_splits = ()
+        self.slice_by = None                     # columns belong to a split of this run
+        self._clear_slices()
         self.selection_changed.emit()
         if evaluate:
             self.evaluate()
@@ -128,6 +140,9 @@ class Session(QtCore.QObject):
         if (fit_split, eval_split, compare) == (self.fit_split, self.eval_split, self.compare_splits):
             return
         self.fit_split, self.eval_split, self.compare_splits = fit_split, eval_split, compare
+        if self.slice_by not in (None, "class") and self.slice_by not in self.run.split(eval_split).meta:
+            self.slice_by = None                 # that split has no such column
+            self._clear_slices()
         self.selection_changed.emit()
         self.evaluate()
 
@@ -206,6 +221,53 @@ class Session(QtCore.QObject):
         if self._cancel is not None:
             self._cancel.set()
 
+    # --- slices ---------------------------------------------------------------------------------------------------
+
+    def set_slice_by(self, column: Optional[str]) -> None:
+        """Slice the evaluation split by a metadata column, or "class" (None: no slices)."""
+        self.slice_by = column
+        if column is None:
+            self._clear_slices()
+        else:
+            self._request_slices()
+
+    def _clear_slices(self) -> None:
+        if self._slices_cancel is not None:
+            self._slices_cancel.set()
+        self._slices_key = None
+        if self.slices is not None:
+            self.slices = None
+            self.slices_changed.emit(None)
+
+    def _request_slices(self) -> None:
+        ev = self.evaluation
+        if self.slice_by is None or ev is None or ev.pending:
+            return
+        req = ev.request
+        key = (req, self.slice_by)
+        if key == self._slices_key:
+            return
+        self._slices_key = key
+        if self._slices_cancel is not None:
+            self._slices_cancel.set()
+        self._slices_gen += 1
+        self._slices_cancel = threading.Event()
+        if self.slices is not None:
+            self.slices = None
+            self.slices_changed.emit(None)
+        self._slice.emit(self._slices_gen, req, self.slice_by, self._slices_cancel)
+
+    def _on_worker_sliced(self, generation: int, result) -> None:
+        if generation != self._slices_gen:
+            return
+        self._slices_cancel = None
+        if isinstance(result, str):
+            self._slices_key = None
+            self.error_occurred.emit("Slices failed", result)
+            return
+        self.slices = result
+        self.slices_changed.emit(result)
+
     # --- decisions (risk-coverage, threshold audit) ----------------------------------------------------------
 
     def want_decisions(self, on: bool) -> None:
@@ -263,8 +325,9 @@ class Session(QtCore.QObject):
         ``timeout_ms`` the join goes on (said once in the log): Qt aborts the process when a QThread is
         destroyed while its thread still runs, which is worse than a late close."""
         self.cancel()
-        if self._decisions_cancel is not None:
-            self._decisions_cancel.set()
+        for event in (self._decisions_cancel, self._slices_cancel):
+            if event is not None:
+                event.set()
         self._thread.quit()
         if self._thread.wait(timeout_ms):
             return
@@ -290,6 +353,7 @@ class Session(QtCore.QObject):
         self._set_busy(False)
         self._set_evaluation(evaluation)
         self._request_decisions()
+        self._request_slices()
 
     def _on_worker_failed(self, generation: int, message: str) -> None:
         if generation != self.generation:

@@ -11,12 +11,37 @@ from __future__ import annotations
 import threading
 import time
 import traceback
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Mapping
 
 from PySide6 import QtCore
 
 from calibview.core.engine import Engine
 from calibview.core.errors import Cancelled, CalibviewError
 from calibview.core.evaluate import EvalRequest
+
+
+@dataclass(frozen=True)
+class SliceResult:
+    evaluation: object              # core.slices.SliceEvaluation
+    curves: Mapping[str, tuple]     # calibrator -> ((slice name, n, smoothing.BinnedStats), ...)
+    labels: Mapping[str, str]       # calibrator -> label
+
+
+def slice_result(engine: Engine, request: EvalRequest, by: str, cancel) -> SliceResult:
+    from calibview.core import smoothing
+    from calibview.core.slices import evaluate_slices
+
+    ev = evaluate_slices(engine, request, by, cancel=cancel)
+    scored = engine.scored(request, cancel=cancel)
+    fitted = engine.fitted(request, cancel=cancel)
+    curves = {}
+    for name, sc in scored.items():
+        st = sc.stats
+        curves[name] = tuple((s.name, s.n, smoothing.bin_stats(st.conf[s.rows], st.correct[s.rows],
+                                                                st.brier[s.rows])) for s in ev.slices if s.n)
+    return SliceResult(ev, MappingProxyType(curves), MappingProxyType({n: f.label for n, f in fitted.items()}))
 
 
 class EvaluationWorker(QtCore.QObject):
@@ -32,6 +57,8 @@ class EvaluationWorker(QtCore.QObject):
     cancelled = QtCore.Signal(int)                   # generation
     #: the Decisions view's data (gui.decision_data.Decisions), or a one-sentence message when it failed
     decided = QtCore.Signal(int, object)             # decisions generation, Decisions or str
+    #: per-slice rows and curves (SliceResult), or a one-sentence message when they failed
+    sliced = QtCore.Signal(int, object)              # slices generation, SliceResult or str
 
     #: Progress is forwarded at most this often (seconds): the GUI needs ~20 updates a second, not thousands.
     progress_interval = 0.05
@@ -93,6 +120,24 @@ class EvaluationWorker(QtCore.QObject):
             self.decided.emit(generation, f"Unexpected error ({type(e).__name__}: {e}); please report it.")
         else:
             self.decided.emit(generation, data)
+
+    @QtCore.Slot(int, object, object, object)
+    def slice(self, generation: int, request: EvalRequest, by: str, cancel: threading.Event) -> None:
+        """core.slices.evaluate_slices of the request by column ``by``, and each slice's binned statistics per
+        calibrator (the canvas overlay redraws their curves at any bandwidth)."""
+        if cancel.is_set():
+            return
+        try:
+            result = slice_result(self.engine, request, by, cancel)
+        except Cancelled:
+            return
+        except CalibviewError as e:
+            self.sliced.emit(generation, str(e))
+        except Exception as e:  # a bug: keep the window alive and say what happened
+            traceback.print_exc()
+            self.sliced.emit(generation, f"Unexpected error ({type(e).__name__}: {e}); please report it.")
+        else:
+            self.sliced.emit(generation, result)
 
     def _domains(self, generation: int, requests: tuple, progress, cancel) -> tuple:
         """One evaluation per eval split, in order; the engine's cache fits once for all of them."""
