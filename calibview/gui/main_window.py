@@ -482,6 +482,7 @@ class MainWindow(QtWidgets.QMainWindow):
         apply_palette(QtWidgets.QApplication.instance(), name)
         self.domains.set_theme(name)
         self.decisions.set_theme(name)
+        self.slice_overlay.set_theme(name)
         self.theme_actions[name].setChecked(True)
         self.settings.setValue("theme", name)
 

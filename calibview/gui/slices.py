@@ -16,6 +16,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 
 from calibview.core import smoothing
 from calibview.gui.session import Session
+from calibview.gui.theme import THEMES, qcolor
 
 NONE_TEXT = "(none)"
 CLASS = "class"
@@ -37,6 +38,8 @@ class SliceOverlay:
         self.items: list[tuple[pg.PlotCurveItem, object]] = []
         self.legend = pg.TextItem(anchor=(1, 1))
         self.legend.setZValue(50)
+        self._theme = THEMES["light"]
+        self._html = ""
         self.legend.setPos(0.985, 0.015)
         self.legend.hide()
         plot.addItem(self.legend, ignoreBounds=True)
@@ -57,12 +60,23 @@ class SliceOverlay:
         rows = "".join(f"<tr><td style='color:{c.name()}'>&#9476;&#9476;</td><td>&nbsp;{_esc(name)}</td>"
                        f"<td align='right'>&nbsp;n={n:,}</td></tr>"
                        for (name, n, _), c in zip(entries, overlay_colors(len(entries))))
-        if entries:
-            self.legend.setHtml(f"<table style='font-size:8pt'><tr><td colspan='3'><b>{_esc(calibrator_label)}"
-                                f"</b> by slice</td></tr>{rows}</table>")
-        self.legend.setVisible(bool(entries))
+        self._html = (f"<tr><td colspan='3'><b>{_esc(calibrator_label)}</b> by slice</td></tr>{rows}"
+                      if entries else "")
+        self._show_legend()
         self._at = None
         self.set_bandwidth(bandwidth, kernel)
+
+    def set_theme(self, name: str) -> None:
+        self._theme = THEMES[name]
+        self._show_legend()
+
+    def _show_legend(self) -> None:
+        t = self._theme
+        self.legend.border = pg.mkPen(t.legend_border, width=1)
+        self.legend.fill = pg.mkBrush(qcolor(t.legend_fill, t.legend_alpha))
+        if self._html:
+            self.legend.setHtml(f"<table style='color:{t.foreground}; font-size:8pt'>{self._html}</table>")
+        self.legend.setVisible(bool(self._html))
 
     def set_bandwidth(self, bandwidth: float, kernel: str) -> None:
         if self._at == (bandwidth, kernel):
@@ -95,6 +109,7 @@ class SlicesView(QtWidgets.QWidget):
         self.combo.setToolTip("Slice the evaluation split by a metadata column of the file, or by the true class")
         self.combo.activated.connect(self._on_combo_activated)
         self.overlay_combo = QtWidgets.QComboBox()
+        self.overlay_combo.setSizeAdjustPolicy(QtWidgets.QComboBox.SizeAdjustPolicy.AdjustToContents)
         self.overlay_combo.setToolTip("The calibrator whose per-slice kernel curves are drawn on the diagram")
         self.overlay_combo.activated.connect(lambda _i: self.overlay_changed.emit())
         self.table = QtWidgets.QTableWidget(0, len(COLUMNS))
