@@ -210,6 +210,9 @@ class Session(QtCore.QObject):
             return 0
         if self._cancel is not None:
             self._cancel.set()                    # the running one stops at its next check
+        if self._slices_cancel is not None:       # the slices of the old evaluation: asked again when it is done
+            self._slices_cancel.set()
+            self._slices_cancel, self._slices_key = None, None
         self.generation += 1
         self._cancel = threading.Event()
         self._set_busy(True)
