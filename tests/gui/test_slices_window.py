@@ -84,3 +84,14 @@ def test_slice_by_class(qtbot, window, tmp_path):
     qtbot.waitUntil(lambda: window.session.slices is not None, timeout=WAIT_MS)
     assert window.slices_view.table.rowCount() == 2 * (1 + 4)
     assert len(window.slice_overlay.drawn()) == 4
+
+
+def test_slices_follow_a_new_evaluation(qtbot, window, tmp_path):
+    window.open_files([sliced_file(tmp_path / "s.h5")])
+    qtbot.waitUntil(lambda: not window.session.busy and window.session.evaluation is not None, timeout=WAIT_MS)
+    window.session.set_slice_by("site")
+    window.session.set_bandwidth(0.1)
+    window.session.evaluate()                 # supersedes the slices just asked for
+    qtbot.waitUntil(lambda: window.session.slices is not None and not window.session.busy, timeout=WAIT_MS)
+    assert window.session.slices.evaluation.request.bandwidth == 0.1
+    assert window.session.slices.evaluation.request == window.session.evaluation.request
