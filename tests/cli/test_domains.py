@@ -53,6 +53,20 @@ def test_rows_equal_separate_single_split_runs(dfile, capsys):
                     assert b[key] == pytest.approx(a[key], abs=1e-12, rel=0), (split, a["calibrator"], key)
 
 
+def test_the_command_line_fits_once_for_every_domain(dfile):
+    from calibview.cli import _evaluate_all, build_parser
+
+    args = build_parser().parse_args(["metrics", str(dfile), "--calibrators", "none,ts,hb", "--eval-split",
+                                      "test,deploy,val", "--fit-split", "val", "--bandwidth", "0.05,0.1",
+                                      "--n-boot", "10", "--quiet"])
+    evs = _evaluate_all(args)
+    assert len(evs) == 3 * 2                                   # splits x settings
+    # the settings of one split share one request's counters: count each request once
+    per_request = [ev.counters for ev in evs if ev.request.bandwidth == 0.05]
+    assert [f for c in per_request for f in c.fitted] == ["ts", "hb"]          # one fit each, for everything
+    assert [r for c in per_request for r in c.reused] == ["ts", "hb"] * 2
+
+
 def test_the_engine_fits_once_for_every_domain(dfile):
     engine = Engine()
     evs = [engine.evaluate(EvalRequest(file=str(dfile), run="net/toy", eval_split=s, calibrators=("none", "ts", "hb"),
