@@ -147,3 +147,23 @@ def test_report_draws_one_diagram_per_split(dfile, tmp_path):
     assert main(["report", str(dfile), "--calibrators", "none,ts", "--eval-split", "test,deploy", "--n-boot", "0",
                  "--out", str(out), "--quiet"]) == 0
     assert {p.name for p in out.glob("diagram*.png")} == {"diagram_test.png", "diagram_deploy.png"}
+
+
+def test_slices_per_domain(tmp_path, capsys):
+    """`slices --eval-split test,deploy`: the records of each split (the table says which)."""
+    from calibview.core.logits import write_run
+
+    rng = np.random.default_rng(1)
+    path = tmp_path / "m.h5"
+    for split in ("val", "test", "deploy"):
+        y = rng.integers(0, 3, 300)
+        write_run(path, "m", "d", split, logits=rng.normal(size=(300, 3)).astype(np.float32), labels=y,
+                  meta={"site": rng.choice(["a", "b"], 300)})
+    rows = _json(capsys, ["slices", str(path), "--by", "site", "--calibrators", "none,ts", "--eval-split",
+                          "test,deploy", "--n-boot", "0", "--json", "--quiet"])
+    assert [(r["split"], r["calibrator"], r["slice"]) for r in rows] == [
+        (s, c, x) for s in ("test", "deploy") for c in ("none", "ts") for x in (None, "a", "b")]
+    assert main(["slices", str(path), "--by", "site", "--eval-split", "test,deploy", "--n-boot", "0",
+                 "--quiet"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[:2] == ["run", "split"] and {ln.split()[1] for ln in lines[1:]} == {"test", "deploy"}
