@@ -25,13 +25,13 @@ from typing import Optional
 import numpy as np
 import torch
 
-from .selective import pair_auc
+from .selective import cumulative_auc
 
 #: n_boot x N x K above which auroc gets no bootstrap interval (about 1 s of CPU time at the limit)
 AUROC_BOOT_WORK = 100_000_000
 #: padded positives per batch of classes (float64: 32 MB)
 PAD_ENTRIES = 1 << 22
-_ROW_ENTRIES = 1 << 22
+_ROW_ENTRIES = 1 << 17
 
 
 def scored_classes(labels: np.ndarray, k: int) -> np.ndarray:
@@ -140,14 +140,16 @@ def resampled_auroc(probs: np.ndarray, labels: np.ndarray, counts, units: Option
         order = np.argsort(-probs[:, c], kind="stable")
         sv = probs[order, c]
         ends = np.flatnonzero(np.r_[sv[1:] != sv[:-1], True])
-        is_pos = (labels[order] == c).astype(np.float64)
+        is_pos = torch.from_numpy((labels[order] == c).astype(np.float64))
+        ends_t = torch.from_numpy(ends)
         idx = torch.from_numpy(order) if units is None else units.cpu()[torch.from_numpy(order)]
         for a in range(0, r, step):
-            w = counts[a:a + step].index_select(1, idx.to(counts.device)).double().cpu().numpy()
-            cum_all = np.cumsum(w, axis=1)[:, ends]
-            cum_pos = np.cumsum(w * is_pos, axis=1)[:, ends]
-            pos = np.diff(cum_pos, axis=1, prepend=0.0)
-            auc = pair_auc(pos, np.diff(cum_all, axis=1, prepend=0.0) - pos)
+            w = counts[a:a + step].index_select(1, idx.to(counts.device)).cpu().double()
+            cum_all = torch.cumsum(w, dim=1).index_select(1, ends_t)
+            cum_pos = torch.cumsum(w * is_pos, dim=1).index_select(1, ends_t)
+            cneg = cum_all - cum_pos
+            dpos = torch.diff(cum_pos, dim=1, prepend=torch.zeros_like(cum_pos[:, :1]))
+            auc = cumulative_auc(cneg, dpos, torch.diff(cneg, dim=1, prepend=torch.zeros_like(cneg[:, :1]))).numpy()
             ok = ~np.isnan(auc)
             total[a:a + step] += np.where(ok, auc, 0.0)
             present[a:a + step] += ok

@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from typing import Optional, Sequence
 
 import numpy as np
-from scipy.special import digamma, ndtri
+import torch
+from scipy.special import ndtri
 
 #: coverages and accuracies of the metric columns acc_at_cov80 ... and cov_at_acc95 ...
 COVERAGES = {"acc_at_cov80": 0.80, "acc_at_cov90": 0.90, "acc_at_cov95": 0.95}
@@ -36,8 +37,9 @@ ACCURACIES = {"cov_at_acc95": 0.95, "cov_at_acc99": 0.99}
 SELECTIVE_METRICS = ("aurc", "e_aurc", *COVERAGES, *ACCURACIES, "auroc_correct")
 #: slack when a rate is compared with a target
 TOL = 1e-12
-#: (rows x N) float64 weights handled at a time when resamples are cumulated (32 MB)
-_ROW_ENTRIES = 1 << 22
+#: (rows x N) float64 weights handled at a time when resamples are cumulated: 1 MB, so that the dozen passes
+#: over them stay in the CPU cache (16x faster than 32 MB blocks on this machine)
+_ROW_ENTRIES = 1 << 17
 
 
 @dataclass(frozen=True)
@@ -62,44 +64,58 @@ def rank_order(conf: np.ndarray, correct: np.ndarray) -> RankOrder:
     return RankOrder(order, ends, sc, 1.0 - np.asarray(correct, dtype=np.float64)[order])
 
 
-def _at_ends(ro: RankOrder, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(K, E) (R, G): cumulative weight and weighted errors at each tie-group end; ``w`` (R, N) in sorted order."""
-    return np.cumsum(w, axis=1)[:, ro.ends], np.cumsum(w * ro.err, axis=1)[:, ro.ends]
+def _at_ends(ro: RankOrder, w: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """(K, E, dK, dE) (R, G) float64: cumulative weight and weighted errors at each tie-group end, and the
+    group's own weight and errors; ``w`` (R, N) float64 in sorted order."""
+    we = w * torch.from_numpy(ro.err)
+    k, e = torch.cumsum(w, dim=1), torch.cumsum(we, dim=1)
+    if ro.ends.shape[0] == ro.n:                       # no ties: every sample is its own group
+        return k, e, w, we
+    ends = torch.from_numpy(ro.ends)
+    k, e = k.index_select(1, ends), e.index_select(1, ends)
+    return k, e, _diff(k), _diff(e)
 
 
-def _harmonic(x: np.ndarray) -> np.ndarray:
-    return digamma(np.asarray(x, dtype=np.float64) + 1.0) + np.euler_gamma
+def _diff(x: torch.Tensor) -> torch.Tensor:
+    return torch.diff(x, dim=1, prepend=torch.zeros_like(x[:, :1]))
 
 
-def pair_auc(pos: np.ndarray, neg: np.ndarray) -> np.ndarray:
-    """(R,) AUC from (R, G) per-group weights of positives and negatives, groups in *descending* score order:
-    sum_g P_g (negatives in later groups + N_g / 2) / (P N); NaN without positives or negatives."""
-    ptot, ntot = pos.sum(axis=1), neg.sum(axis=1)
-    later = ntot[:, None] - np.cumsum(neg, axis=1)
-    s = (pos * (later + 0.5 * neg)).sum(axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where((ptot > 0) & (ntot > 0), s / (ptot * ntot), np.nan)
+def _rowdot(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """(R,) sum_g a[r, g] b[r, g] without an (R, G) temporary (2x faster than (a * b).sum(1) here)."""
+    return torch.linalg.vecdot(a, b)
 
 
-def _metrics(k: np.ndarray, e: np.ndarray, n: np.ndarray) -> dict[str, np.ndarray]:
-    """Every selective metric (R,) from cumulative weights ``k`` and errors ``e`` (R, G) and totals ``n`` (R,)."""
-    n = np.asarray(n, dtype=np.float64)
-    size = np.diff(k, axis=1, prepend=0.0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        risk = np.where(k > 0, e / np.where(k > 0, k, 1.0), 0.0)
-    aurc = (size * risk).sum(axis=1) / n
+def cumulative_auc(cneg: torch.Tensor, dpos: torch.Tensor, dneg: torch.Tensor) -> torch.Tensor:
+    """(R,) AUC from per-group weights of positives ``dpos`` and negatives ``dneg`` and the cumulative negatives
+    ``cneg`` (R, G), groups in *descending* score order: sum_g P_g (negatives in later groups + N_g / 2) / (P N)
+    = 1 - (sum_g P_g cN_g - sum_g P_g N_g / 2) / (P N); NaN without positives or negatives."""
+    ptot, ntot = dpos.sum(dim=1), cneg[:, -1]
+    s = ptot * ntot - _rowdot(dpos, cneg) + 0.5 * _rowdot(dpos, dneg)
+    return torch.where((ptot > 0) & (ntot > 0), s / (ptot * ntot), torch.full_like(s, float("nan")))
+
+
+def _metrics(k, e, dk, de, n: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Every selective metric (R,) from the cumulative weights ``k`` and errors ``e`` at the tie-group ends, the
+    groups' weights ``dk`` and errors ``de`` (R, G), and the totals ``n`` (R,)."""
+    risk = e / k.clamp(min=1e-300)                      # k = 0 only before any weight, where e = 0 too
+    aurc = _rowdot(dk, risk) / n
     c = n - e[:, -1]
-    star = ((n - c) - c * (_harmonic(n) - _harmonic(c))) / n
+    harmonic = (lambda x: torch.special.digamma(x + 1.0) + np.euler_gamma)
+    star = ((n - c) - c * (harmonic(n) - harmonic(c))) / n
     out = {"aurc": aurc, "aurc_star": star, "e_aurc": aurc - star}
-    rows = np.arange(k.shape[0])
     for name, q in COVERAGES.items():
-        need = np.maximum(np.ceil(np.round(q * n, 9)), 1.0)
-        g = np.argmax(k >= need[:, None], axis=1)              # first group end reaching ceil(qN)
-        out[name] = 1.0 - e[rows, g] / k[rows, g]
+        need = torch.clamp(torch.ceil(torch.round(q * n, decimals=9)), min=1.0)
+        g = torch.searchsorted(k, need[:, None].contiguous(), side="left")      # first end reaching ceil(qN)
+        out[name] = 1.0 - risk.gather(1, g)[:, 0]
+    # k grows along g, so the largest qualifying k is at the last qualifying end: a boolean argmax from the end
+    # (numpy's is a byte scan; a masked row-wise max costs 10x more)
+    risk_rev, rows = risk.numpy()[:, ::-1], np.arange(k.shape[0])
     for name, a in ACCURACIES.items():
-        ok = (size > 0) & (k - e >= (a - TOL) * k)
-        out[name] = np.where(ok, k, 0.0).max(axis=1) / n
-    out["auroc_correct"] = pair_auc(size - np.diff(e, axis=1, prepend=0.0), np.diff(e, axis=1, prepend=0.0))
+        ok = risk_rev <= 1.0 - a + TOL
+        j = ok.argmax(axis=1)
+        last = k.shape[1] - 1 - j
+        out[name] = torch.from_numpy(np.where(ok[rows, j], k.numpy()[rows, last], 0.0)) / n
+    out["auroc_correct"] = cumulative_auc(e, dk - de, de)
     return out
 
 
@@ -111,14 +127,14 @@ class RiskCoverage:
     def __init__(self, conf, correct, weights: Optional[np.ndarray] = None, order: Optional[RankOrder] = None):
         ro = order or rank_order(conf, correct)
         w = np.ones((1, ro.n)) if weights is None else np.asarray(weights, np.float64)[ro.order][None, :]
-        k, e = _at_ends(ro, w)
-        keep = np.diff(k[0], prepend=0.0) > 0                 # groups the weights left empty are not ends
+        k, e, dk, de = _at_ends(ro, torch.from_numpy(w))
+        keep = dk[0] > 0                                 # groups the weights left empty are not ends
         self.n = float(w.sum())
-        self._k, self._e = k[:, keep], e[:, keep]
-        self.count = self._k[0]                          # (G,) samples accepted at each end
-        self.errors = self._e[0]
-        self.threshold = ro.conf[ro.ends][keep]          # (G,) confidence of the group: accept conf >= threshold
-        self._m = _metrics(self._k, self._e, np.array([self.n]))
+        k, e, dk, de = k[:, keep], e[:, keep], dk[:, keep], de[:, keep]
+        self.count = k[0].numpy()                        # (G,) samples accepted at each end
+        self.errors = e[0].numpy()
+        self.threshold = ro.conf[ro.ends][keep.numpy()]  # (G,) confidence of the group: accept conf >= threshold
+        self._m = {m: v.numpy() for m, v in _metrics(k, e, dk, de, torch.tensor([self.n], dtype=torch.float64)).items()}
 
     @property
     def coverage(self) -> np.ndarray:
@@ -181,21 +197,19 @@ def resampled_metrics(ro: RankOrder, counts, units=None, totals: Optional[np.nda
     """(R,) values of :data:`SELECTIVE_METRICS` for a block of resamples: ``counts`` (R, units) torch or numpy
     draw counts, ``units`` (N,) the unit of each sample (None: the units are the samples), ``totals`` (R,) the
     resample sizes. The samples' sorted order ``ro`` is computed once by the caller."""
-    import torch
-
+    counts = torch.as_tensor(counts)
     idx = torch.from_numpy(ro.order) if units is None else units.cpu()[torch.from_numpy(ro.order)]
+    idx = idx.to(counts.device)
     r = counts.shape[0]
     step = max(1, _ROW_ENTRIES // max(ro.n, 1))
     parts: dict[str, list] = {}
     for a in range(0, r, step):
-        c = counts[a:a + step]
-        c = torch.as_tensor(c)
-        w = c.index_select(1, idx.to(c.device)).double().cpu().numpy()
-        k, e = _at_ends(ro, w)
-        n = w.sum(axis=1) if totals is None else np.asarray(totals, np.float64)[a:a + step]
-        for m, v in _metrics(k, e, n).items():
+        w = counts[a:a + step].index_select(1, idx).cpu().double()
+        k, e, dk, de = _at_ends(ro, w)
+        n = k[:, -1] if totals is None else torch.as_tensor(np.asarray(totals, np.float64)[a:a + step])
+        for m, v in _metrics(k, e, dk, de, n).items():
             if m in SELECTIVE_METRICS:
-                parts.setdefault(m, []).append(v)
+                parts.setdefault(m, []).append(v.numpy())
     return {m: np.concatenate(v) for m, v in parts.items()}
 
 

@@ -320,3 +320,61 @@ def test_resampled_auroc_against_repeat():
         present = [c for c in range(4) if 0 < (yr == c).sum() < len(yr)]
         ref = np.mean([roc_auc_score(yr == c, pr[:, c]) for c in present])
         assert got[r] == pytest.approx(ref, abs=1e-12)
+
+
+# --- through the engine ------------------------------------------------------------------------------------------
+
+def _toy(path, n=(600, 700), k=5, seed=0):
+    from calibview.core.logits import write_run
+
+    rng = np.random.default_rng(seed)
+    for split, m in zip(("val", "test"), n):
+        y = rng.integers(0, k - 1, m)                 # class k-1 never occurs: auroc over the classes present
+        z = rng.normal(size=(m, k)) * 2.0
+        z[np.arange(m), y] += rng.normal(1.0, 1.0, m)
+        write_run(path, "net", "toy", split, logits=z.astype(np.float32), labels=y)
+    return path
+
+
+def test_engine_columns_against_sklearn_and_selective(tmp_path, monkeypatch):
+    from calibview.core.engine import Engine
+    from calibview.core.evaluate import EvalRequest
+    from calibview.core.logits import find_run, read_split
+    from calibview.core.metrics import METRIC_NAMES
+
+    path = _toy(tmp_path / "toy.h5")
+    req = EvalRequest(file=str(path), run="net/toy", calibrators=("none", "ts", "hb"), n_boot=30, seed=2,
+                      device="cpu")
+    eng = Engine()
+    ev = eng.evaluate(req)
+    scored = eng.scored(req)
+    data = read_split(str(path), find_run(str(path), "net/toy"), "test")
+    z = torch.from_numpy(np.asarray(data.scores))
+    for r in ev.results:
+        probs = r.fitted.apply(z).exp().numpy()
+        present = np.unique(data.labels)
+        ref = np.mean([roc_auc_score(data.labels == c, probs[:, c]) for c in present])
+        assert r.metrics["auroc"].value == pytest.approx(ref, abs=1e-12)
+        st = scored[r.name].stats
+        for m, v in sel.selective_metrics(st.conf, st.correct).items():
+            assert r.metrics[m].value == v
+        for m in METRIC_NAMES:                       # every column has an interval
+            e = r.metrics[m]
+            assert np.isfinite(e.lo) and np.isfinite(e.hi), (r.name, m)
+    # above the work budget: the point estimate, no interval, and a note saying why
+    monkeypatch.setattr(au, "AUROC_BOOT_WORK", 10)
+    ev2 = Engine().evaluate(req)
+    for r, r2 in zip(ev.results, ev2.results):
+        assert r2.metrics["auroc"].value == r.metrics["auroc"].value and math.isnan(r2.metrics["auroc"].lo)
+        assert any(w.startswith("no AUROC interval") for w in r2.warnings)
+        assert r2.metrics["aurc"] == r.metrics["aurc"]
+    # a split streamed from disk gives the same AUROC (the second pass reads it again)
+    ev3 = Engine().evaluate(replace_req(req, max_memory=1000, n_boot=0, calibrators=("none", "ts")))
+    for r, r3 in zip(ev.results, ev3.results):
+        assert r3.metrics["auroc"].value == pytest.approx(r.metrics["auroc"].value, abs=1e-12)
+
+
+def replace_req(req, **kw):
+    from dataclasses import replace
+
+    return replace(req, **kw)
