@@ -18,9 +18,12 @@ from .metrics import SampleStats, binned_metrics, equal_width_table, per_class_a
 
 
 def compute_part(stats: SampleStats, classwise_sums: Mapping[int, np.ndarray], part: tuple) -> dict:
-    """``{"values": {metric: float}, ...}`` (every metric but ``auroc``, which needs the class probabilities: the
-    engine counts it while scoring, see :mod:`calibview.core.auroc`) plus the part's extras (curve statistics, per-class arrays, the bin
-    table with Wilson intervals). ``classwise_sums[B]`` is the (K, B) class-wise bin sums of these samples."""
+    """``{"values": {metric: float}, ...}`` plus the part's extras (curve statistics, per-class arrays, the bin
+    table with Wilson intervals). ``classwise_sums[B]`` is the (K, B) class-wise bin sums of these samples.
+
+    Every metric but ``auroc``, which needs the class probabilities rather than these per-sample vectors: the
+    engine counts it while scoring (:mod:`calibview.core.auroc`; :func:`calibview.core.auroc.auroc` for an
+    in-memory subset)."""
     s = stats
     if part[0] == "common":
         smece, sigma = smoothing.smece(s.conf, s.correct)
