@@ -71,7 +71,7 @@ class AurocCounter:
             j = i + 1
             while j < len(by_size) and (j + 1 - i) * self.count[by_size[j]] <= PAD_ENTRIES:
                 j += 1
-            cls = by_size[i:j]
+            cls = np.sort(by_size[i:j])           # class order within a batch: all K classes are arange(K)
             width = int(self.count[cls].max())
             pad = torch.full((len(cls), width), float("inf"), dtype=torch.float64, device=dev)
             for r, c in enumerate(cls):
@@ -83,8 +83,9 @@ class AurocCounter:
 
     def add(self, p: torch.Tensor) -> None:
         """One chunk of rows of the (N, K) float64 probabilities (chunks in any order)."""
-        for cls, pad in self.batches:
-            vals = p.index_select(1, cls).T.contiguous()                     # (B, rows)
+        pt = p.T.contiguous()                      # (K, rows): a class's entries contiguous (3x faster than a
+        for cls, pad in self.batches:              # column gather per batch)
+            vals = pt if cls.shape[0] == self.k else pt.index_select(0, cls)           # (B, rows)
             lt = torch.searchsorted(pad, vals, side="left")                  # positives strictly below
             le = torch.searchsorted(pad, vals, side="right")
             self.gt.index_add_(0, cls, lt.sum(dim=1))

@@ -85,18 +85,21 @@ def _rowdot(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return torch.linalg.vecdot(a, b)
 
 
-def cumulative_auc(cneg: torch.Tensor, dpos: torch.Tensor, dneg: torch.Tensor) -> torch.Tensor:
+def cumulative_auc(cneg: torch.Tensor, dpos: torch.Tensor, dneg: torch.Tensor, ties: bool = True) -> torch.Tensor:
     """(R,) AUC from per-group weights of positives ``dpos`` and negatives ``dneg`` and the cumulative negatives
     ``cneg`` (R, G), groups in *descending* score order: sum_g P_g (negatives in later groups + N_g / 2) / (P N)
     = 1 - (sum_g P_g cN_g - sum_g P_g N_g / 2) / (P N); NaN without positives or negatives."""
     ptot, ntot = dpos.sum(dim=1), cneg[:, -1]
-    s = ptot * ntot - _rowdot(dpos, cneg) + 0.5 * _rowdot(dpos, dneg)
+    s = ptot * ntot - _rowdot(dpos, cneg)
+    if ties:                                           # else no group holds both a positive and a negative
+        s = s + 0.5 * _rowdot(dpos, dneg)
     return torch.where((ptot > 0) & (ntot > 0), s / (ptot * ntot), torch.full_like(s, float("nan")))
 
 
-def _metrics(k, e, dk, de, n: torch.Tensor) -> dict[str, torch.Tensor]:
+def _metrics(k, e, dk, de, n: torch.Tensor, tied: bool = True) -> dict[str, torch.Tensor]:
     """Every selective metric (R,) from the cumulative weights ``k`` and errors ``e`` at the tie-group ends, the
-    groups' weights ``dk`` and errors ``de`` (R, G), and the totals ``n`` (R,)."""
+    groups' weights ``dk`` and errors ``de`` (R, G), and the totals ``n`` (R,); ``tied=False`` when every group
+    is one sample (a group is then all correct or all wrong)."""
     risk = e / k.clamp(min=1e-300)                      # k = 0 only before any weight, where e = 0 too
     aurc = _rowdot(dk, risk) / n
     c = n - e[:, -1]
@@ -115,7 +118,7 @@ def _metrics(k, e, dk, de, n: torch.Tensor) -> dict[str, torch.Tensor]:
         j = ok.argmax(axis=1)
         last = k.shape[1] - 1 - j
         out[name] = torch.from_numpy(np.where(ok[rows, j], k.numpy()[rows, last], 0.0)) / n
-    out["auroc_correct"] = cumulative_auc(e, dk - de, de)
+    out["auroc_correct"] = cumulative_auc(e, dk - de, de, ties=tied)
     return out
 
 
@@ -207,7 +210,7 @@ def resampled_metrics(ro: RankOrder, counts, units=None, totals: Optional[np.nda
         w = counts[a:a + step].index_select(1, idx).cpu().double()
         k, e, dk, de = _at_ends(ro, w)
         n = k[:, -1] if totals is None else torch.as_tensor(np.asarray(totals, np.float64)[a:a + step])
-        for m, v in _metrics(k, e, dk, de, n).items():
+        for m, v in _metrics(k, e, dk, de, n, tied=ro.ends.shape[0] < ro.n).items():
             if m in SELECTIVE_METRICS:
                 parts.setdefault(m, []).append(v.numpy())
     return {m: np.concatenate(v) for m, v in parts.items()}
