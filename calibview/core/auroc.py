@@ -13,6 +13,12 @@ It needs every probability, not the per-sample vectors the other metrics reduce 
 - S_c = P_c N - GT_c - EQ_c/2 - P_c^2/2 (all pairs minus those with the positive above, half the ties, and the
   positive-positive pairs), AUC_c = S_c / (P_c (N - P_c)).
 
+Measured (2026-11-30, 2-core VM, one thread, two calibrators none+ts, generated logits, n_boot 1000, user CPU
+of ``calibview metrics``, before -> after the selective and AUROC columns): 10,000 x 100: 2.6 -> 3.0 s;
+10,000 x 1,000: 3.5 -> 4.6 s, of which the counting pass is about 0.6 s per calibrator (two searches of
+10M entries; applying the calibrator again is 0.1 s). Keeping the (N, K) probabilities instead would save only
+that application and cost N K float64 of memory.
+
 A resample's AUROC is not a function of sums over samples: each class needs its column sorted and the resample
 weights cumulated in that order, O(n_boot N K) in all. The interval is computed only when that work is within
 ``AUROC_BOOT_WORK``; above, the point estimate comes with a note (see :func:`boot_note`).

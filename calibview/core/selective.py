@@ -23,7 +23,6 @@ allow 1e-12 of rounding.
 from __future__ import annotations
 
 import math
-from bisect import bisect_left
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
@@ -187,6 +186,11 @@ class RiskCoverage:
         return np.unique(np.r_[np.searchsorted(self.count, target, side="left"), g - 1])
 
 
+def risk_coverage(conf, correct, weights: Optional[np.ndarray] = None) -> RiskCoverage:
+    """The risk-coverage curve and its summaries (:class:`RiskCoverage`)."""
+    return RiskCoverage(conf, correct, weights)
+
+
 def selective_metrics(conf: np.ndarray, correct: np.ndarray) -> dict[str, float]:
     """The point estimates of :data:`SELECTIVE_METRICS` (NaN for an empty sample)."""
     if np.asarray(conf).size == 0:
@@ -255,10 +259,9 @@ class SortedConfidence:
         # prefix sums from the top: entry j = sum over the j most confident samples
         self._hits = np.r_[0.0, np.cumsum(np.asarray(correct, np.float64)[order][::-1])]
         self._conf = np.r_[0.0, np.cumsum(self.asc[::-1])]
-        self._list = self.asc.tolist()      # bisect on a list: ~1 us per call, no numpy call overhead
 
     def at(self, t: float) -> AtThreshold:
-        j = self.n_total - bisect_left(self._list, float(t))
+        j = self.n_total - int(np.searchsorted(self.asc, float(t), side="left"))
         if j == 0:
             return AtThreshold(float(t), 0, 0.0, math.nan, math.nan, math.nan, math.nan)
         hits = float(self._hits[j])
