@@ -453,7 +453,7 @@ class SampleBootstrap:
         if "rank_order" not in self._helpers:          # sorted once; every block is cumulative sums in that order
             self._helpers["rank_order"] = selective.rank_order(s.conf, s.correct)
         out.update(selective.resampled_metrics(self._helpers["rank_order"], block.counts, block.units,
-                                               block.totals))
+                                               block.totals, store=self._helpers))
         return out
 
     def binned(self, block: ResampleBlock, n_bins: int) -> dict[str, np.ndarray]:

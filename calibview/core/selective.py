@@ -199,14 +199,23 @@ def selective_metrics(conf: np.ndarray, correct: np.ndarray) -> dict[str, float]
     return {name: m[name] for name in SELECTIVE_METRICS}
 
 
-def resampled_metrics(ro: RankOrder, counts, units=None, totals: Optional[np.ndarray] = None
-                      ) -> dict[str, np.ndarray]:
+def resampled_metrics(ro: RankOrder, counts, units=None, totals: Optional[np.ndarray] = None,
+                      store: Optional[dict] = None) -> dict[str, np.ndarray]:
     """(R,) values of :data:`SELECTIVE_METRICS` for a block of resamples: ``counts`` (R, units) torch or numpy
     draw counts, ``units`` (N,) the unit of each sample (None: the units are the samples), ``totals`` (R,) the
-    resample sizes. The samples' sorted order ``ro`` is computed once by the caller."""
+    resample sizes. The samples' sorted order ``ro`` is computed once by the caller.
+
+    Samples (no units): exact, O(R N). Units (large splits, see calibview.core.bootstrap): the curve is read at
+    ``UNIT_CURVE_POINTS`` tie-group ends evenly spread over the sorted order (neighbouring groups merged, as if
+    tied), from a sparse (points, units) matrix of per-unit counts and errors: O(R N) multiply-adds in a sparse
+    product instead of a gather and several passes per sample (measured for 1000 resamples of 1M samples in
+    16,777 units: 23 s exact, 0.6 s + 0.7 s once this way). The merging moved a resample's AURC by 1.2e-5 and the
+    other metrics by at most 7e-5 there (an AURC interval at that size is about 1.3e-3 wide); point estimates
+    are always exact. ``store`` caches the matrix between blocks."""
     counts = torch.as_tensor(counts)
-    idx = torch.from_numpy(ro.order) if units is None else units.cpu()[torch.from_numpy(ro.order)]
-    idx = idx.to(counts.device)
+    if units is not None:
+        return _resampled_units(ro, counts, units, totals, {} if store is None else store)
+    idx = torch.from_numpy(ro.order).to(counts.device)
     r = counts.shape[0]
     step = max(1, _ROW_ENTRIES // max(ro.n, 1))
     parts: dict[str, list] = {}
@@ -215,6 +224,57 @@ def resampled_metrics(ro: RankOrder, counts, units=None, totals: Optional[np.nda
         k, e, dk, de = _at_ends(ro, w)
         n = k[:, -1] if totals is None else torch.as_tensor(np.asarray(totals, np.float64)[a:a + step])
         for m, v in _metrics(k, e, dk, de, n, tied=ro.ends.shape[0] < ro.n).items():
+            if m in SELECTIVE_METRICS:
+                parts.setdefault(m, []).append(v.numpy())
+    return {m: np.concatenate(v) for m, v in parts.items()}
+
+
+#: tie-group ends at which the unit bootstrap reads the risk-coverage curve
+UNIT_CURVE_POINTS = 16384
+
+
+def _unit_matrix(ro: RankOrder, units: torch.Tensor, g: int, device) -> torch.Tensor:
+    """(2P, units) float32 CSR: per curve point p (a block of sorted positions ending at a tie-group end) the
+    number of samples of each unit in the block (rows 0..P-1) and of wrong ones (rows P..2P-1)."""
+    import warnings
+
+    if ro.ends.shape[0] <= UNIT_CURVE_POINTS:
+        block_ends = ro.ends                                                # every tie group: exact
+    else:
+        target = np.linspace(0, ro.n - 1, UNIT_CURVE_POINTS)
+        block_ends = np.unique(ro.ends[np.searchsorted(ro.ends, target, side="left")])
+    p = block_ends.shape[0]
+    block = np.searchsorted(block_ends, np.arange(ro.n), side="left")      # block of each sorted position
+    u = units.cpu().numpy()[ro.order]
+    key, inv = np.unique(block.astype(np.int64) * g + u, return_inverse=True)
+    cnt = np.bincount(inv).astype(np.float32)
+    err = np.bincount(inv, weights=ro.err).astype(np.float32)
+    rows = np.r_[key // g, key // g + p]
+    cols = np.r_[key % g, key % g]
+    vals = np.r_[cnt, err]
+    order = np.lexsort((cols, rows))
+    rows, cols, vals = rows[order], cols[order], vals[order]
+    crow = np.r_[0, np.cumsum(np.bincount(rows, minlength=2 * p))]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)          # "sparse CSR support is in beta"
+        return torch.sparse_csr_tensor(torch.from_numpy(crow), torch.from_numpy(cols), torch.from_numpy(vals),
+                                       size=(2 * p, g), device=device)
+
+
+def _resampled_units(ro, counts, units, totals, store) -> dict[str, np.ndarray]:
+    g = counts.shape[1]
+    if "unit_curve" not in store:
+        store["unit_curve"] = _unit_matrix(ro, units, g, counts.device)
+    mat = store["unit_curve"]
+    p = mat.shape[0] // 2
+    parts: dict[str, list] = {}
+    for a in range(0, counts.shape[0], 32):
+        panel = counts[a:a + 32].to(torch.float32).T.contiguous()                  # (units, R_b)
+        sums = torch.sparse.mm(mat, panel).T.double().cpu()                        # (R_b, 2P), exact integers
+        dk, de = sums[:, :p].contiguous(), sums[:, p:].contiguous()
+        k, e = torch.cumsum(dk, dim=1), torch.cumsum(de, dim=1)
+        n = k[:, -1] if totals is None else torch.as_tensor(np.asarray(totals, np.float64)[a:a + 32])
+        for m, v in _metrics(k, e, dk, de, n, tied=True).items():
             if m in SELECTIVE_METRICS:
                 parts.setdefault(m, []).append(v.numpy())
     return {m: np.concatenate(v) for m, v in parts.items()}

@@ -195,6 +195,25 @@ def test_resampled_against_brute_force():
             assert got[m][r] == pytest.approx(ref[m], abs=1e-12), m
 
 
+def test_units_read_the_curve_at_merged_tie_groups(monkeypatch):
+    """Large splits resample units and read the curve at UNIT_CURVE_POINTS group ends: exact when there are at
+    least as many points as tie groups, close otherwise (neighbouring groups merged)."""
+    conf, correct = _data(3000, seed=15, ties=False)
+    rng = np.random.default_rng(16)
+    units = torch.from_numpy(rng.permutation(np.arange(3000) % 200))
+    counts = torch.from_numpy(rng.multinomial(200, np.full(200, 1 / 200), size=5).astype(np.float32))
+    ro = sel.rank_order(conf, correct)
+    merged = sel.resampled_metrics(ro, counts, units)                # 3000 groups <= 16384 points: exact
+    monkeypatch.setattr(sel, "UNIT_CURVE_POINTS", 300)
+    coarse = sel.resampled_metrics(ro, counts, units, store={})
+    for r in range(5):
+        w = counts[r].numpy()[units.numpy()].astype(int)
+        ref = sel.selective_metrics(np.repeat(conf, w), np.repeat(correct, w))
+        for m in sel.SELECTIVE_METRICS:
+            assert merged[m][r] == pytest.approx(ref[m], abs=1e-12), m
+            assert coarse[m][r] == pytest.approx(ref[m], abs=2e-2), m
+
+
 def test_downsampled_points_are_curve_points():
     conf, correct = _data(5000, seed=8, ties=False)
     rc = sel.RiskCoverage(conf, correct)
