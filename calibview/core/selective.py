@@ -136,7 +136,8 @@ class RiskCoverage:
         self.count = k[0].numpy()                        # (G,) samples accepted at each end
         self.errors = e[0].numpy()
         self.threshold = ro.conf[ro.ends][keep.numpy()]  # (G,) confidence of the group: accept conf >= threshold
-        self._m = {m: v.numpy() for m, v in _metrics(k, e, dk, de, torch.tensor([self.n], dtype=torch.float64)).items()}
+        n = torch.tensor([self.n], dtype=torch.float64)
+        self._m = {m: v.numpy() for m, v in _metrics(k, e, dk, de, n).items()}
 
     @property
     def coverage(self) -> np.ndarray:
@@ -173,7 +174,7 @@ class RiskCoverage:
         return 1.0 - float(self.errors[g] / self.count[g])
 
     def coverage_at_accuracy(self, a: float) -> float:
-        ok = self.count - self.errors >= (a - TOL) * self.count
+        ok = self.errors / self.count <= 1.0 - a + TOL          # as in the metric columns
         return float(self.count[ok].max() / self.n) if ok.any() else 0.0
 
     def downsampled(self, max_points: int = 1000) -> np.ndarray:
