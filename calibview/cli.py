@@ -124,6 +124,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_eval_options(p)
     p.add_argument("--out", "-o", required=True, help="output directory")
     p.add_argument("--no-diagram", action="store_true", help="skip diagram.png (it needs Qt, drawn offscreen)")
+    from .core.report_selective import add_report_options
+    add_report_options(p)          # --audit, --target-precision: selective.csv, audit.csv, thresholds.csv
 
     p = sub.add_parser("metrics", help="print the metric rows (as JSON with --json, else a table)")
     _add_eval_options(p)
@@ -255,7 +257,7 @@ def _default_fit(run, evals: list[str]) -> Optional[str]:
 
 def _evaluate_all(args, engine=None) -> list:
     """Every run's evaluations, one per eval split and setting of the command line (an ablation and the domains
-    share fits and scores)."""
+    share fits and scores); pass an ``engine`` to reuse its cache afterwards."""
     from .core.engine import Engine
     from .core.evaluate import check_request
     from dataclasses import replace
@@ -281,10 +283,17 @@ def _evaluate_all(args, engine=None) -> list:
 def _cmd_report(args) -> int:
     from .core.engine import Engine
     from .core.report import write_report
+    from .core.report_selective import check_target, parse_thresholds, write_selective
 
+    audit = parse_thresholds(args.audit)
+    check_target(args.target_precision)
     engine = Engine()
     evaluations = _evaluate_all(args, engine)
     paths, messages = write_report(evaluations, args.out)
+    more, notes = write_selective(engine, evaluations, args.out, audit, args.target_precision)
+    paths += more
+    for note in notes:
+        print(f"calibview: {note}", file=sys.stderr)
     if len({ev.request.eval_split for ev in evaluations}) > 1:
         paths.append(_write_domains(evaluations, engine, Path(args.out)))
     for message in messages:
