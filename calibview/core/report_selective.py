@@ -160,9 +160,11 @@ def write_selective(engine, evaluations, out_dir: str | os.PathLike, audit: Sequ
     if target_precision is not None:
         paths.append(out / "thresholds.csv")
         atomic_write(paths[2], rows_csv(thr, THRESHOLD_COLUMNS))
+    domains = len({row["split"] for row in aud}) > 1          # --eval-split test,deploy: say which split
     for row in aud:
         if row["flagged"]:
-            messages.append(f"{row['model']}/{row['dataset']} {row['calibrator']}: confidence >= "
+            where = f" [{row['split']}]" if domains else ""
+            messages.append(f"{row['model']}/{row['dataset']}{where} {row['calibrator']}: confidence >= "
                             f"{row['threshold']:g} is right {row['accuracy']:.1%} of the time "
                             f"[{row['accuracy_lo']:.1%}, {row['accuracy_hi']:.1%}], mean confidence "
                             f"{row['mean_conf']:.1%} (n = {row['n']})")

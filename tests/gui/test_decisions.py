@@ -74,7 +74,9 @@ def test_audit_matches_direct_computation(qtbot, window, tmp_path):
             assert a.flagged == (not lo <= mean_conf <= hi)
         table = window.decisions.table
         assert table.rowCount() == 2 and table.item(0, 1).text() == f"{shown['none'].n:,}"
-    # the curve: selective risk at the tie-group ends, ending at the overall error
+    # the curve: selective risk at the tie-group ends, ending at the overall error; its area is the table's AURC
+    for name, c in data.calibrators.items():
+        assert c.aurc == pytest.approx(window.session.evaluation.result(name).metrics["aurc"].value, abs=1e-12)
     c = data.calibrators["none"]
     st = scored["none"].stats
     assert c.coverage[-1] == 1.0 and c.risk[-1] == pytest.approx(1 - st.correct.mean(), abs=1e-12)
