@@ -5,9 +5,12 @@ Draws only: each canvas gets its split's immutable results; the window feeds it 
 
 from __future__ import annotations
 
+import os
 from typing import Iterable, Optional
 
-from PySide6 import QtCore, QtWidgets
+from PySide6 import QtCore, QtGui, QtWidgets
+
+from calibview.core.report import atomic_write
 
 from calibview.gui.canvas import CalibrationCanvas
 
@@ -87,3 +90,26 @@ class DomainCanvases(QtWidgets.QWidget):
         self._theme = name
         for canvas in self.canvases():
             canvas.set_theme(name)
+
+    def image(self, scale: float = 2.0) -> QtGui.QImage:
+        """Every split's diagram side by side, each redrawn at ``scale`` (as CalibrationCanvas.image)."""
+        images = [c.image(scale) for c in self.canvases()]
+        if len(images) == 1:
+            return images[0]
+        out = QtGui.QImage(sum(i.width() for i in images), max(i.height() for i in images),
+                           QtGui.QImage.Format.Format_ARGB32_Premultiplied)
+        out.fill(QtGui.QColor(QtCore.Qt.GlobalColor.white))
+        painter = QtGui.QPainter(out)
+        x = 0
+        for img in images:
+            painter.drawImage(x, 0, img)
+            x += img.width()
+        painter.end()
+        return out
+
+    def export_png(self, path, scale: float = 2.0) -> None:
+        buf = QtCore.QBuffer()
+        buf.open(QtCore.QIODevice.OpenModeFlag.WriteOnly)
+        if not self.image(scale).save(buf, "PNG"):
+            raise OSError(f"could not encode the diagram as PNG for {os.fspath(path)}")
+        atomic_write(path, bytes(buf.data()))

@@ -377,7 +377,7 @@ class MainWindow(QtWidgets.QMainWindow):
             self.settings.setValue("last_dir", str(Path(path).parent))
         try:
             if kind == "png":
-                self.canvas.export_png(path, scale=2.0)
+                self.domains.export_png(path, scale=2.0)       # with several eval splits: side by side
             elif kind == "svg":
                 self.canvas.export_svg(path)
             elif kind == "metrics":

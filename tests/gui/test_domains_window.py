@@ -90,6 +90,10 @@ def test_compare_on_a_deploy_split(qtbot, window, tmp_path):
         for col in metric_columns():
             if col != "calibview_version":
                 assert a[col] == b[col], col
+    # the PNG export holds both diagrams side by side
+    from PySide6 import QtGui
+    png = QtGui.QImage(window.export("png", str(tmp_path / "d.png")))
+    assert png.width() == sum(2 * c.width() for c in canvases) and png.height() == 2 * canvases[0].height()
     # bandwidth moves redraw every split; hiding a calibrator hides it everywhere
     window.bandwidth_bar.set_bandwidth(0.1)
     for canvas, ev in zip(canvases, evs):
