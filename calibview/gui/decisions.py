@@ -190,9 +190,10 @@ class DecisionsView(QtWidgets.QWidget):
             p.addItem(curve)
             p.addItem(marker)
             self._curves[c.name], self._markers[c.name] = curve, marker
-            finite = c.risk[np.isfinite(c.risk)]
-            if finite.size:
-                ymax = max(ymax, float(np.quantile(finite, 0.98)) if finite.size > 50 else float(finite.max()))
+            # the y range: every point past the first 1 % of coverage, whose few samples make the risk jumpy
+            settled = c.risk[(c.coverage >= 0.01) & np.isfinite(c.risk)]
+            if settled.size:
+                ymax = max(ymax, float(settled.max()))
         p.setYRange(0, max(0.02, ymax * 1.1), padding=0)
         self.table.setRowCount(len(shown))
         for row, (i, c) in enumerate(shown):
