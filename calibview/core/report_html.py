@@ -65,16 +65,18 @@ def _y(v: float, top: float) -> float:
 def risk_coverage_svg(curves: dict) -> dict:
     """Coordinates of the risk-coverage figure: one polyline per calibrator, axes ticks, the y range."""
     top = max([float(np.max(c["risk"])) for c in curves.values() if len(c["risk"])] + [0.01])
-    top = math.ceil(top * 20) / 20
+    step = next(s for s in (0.01, 0.02, 0.05, 0.1, 0.2, 0.25) if top / s <= 6)
+    top = math.ceil(top / step - 1e-9) * step
     lines = []
     for i, (name, c) in enumerate(curves.items()):
         cov, risk = np.asarray(c["coverage"]), np.asarray(c["risk"])
         keep = np.unique(np.linspace(0, len(cov) - 1, min(CURVE_POINTS, len(cov))).astype(int))
         pts = " ".join(f"{_x(cov[j])},{_y(risk[j], top)}" for j in keep)
         lines.append({"name": name, "points": pts, "colour": COLOURS[i % len(COLOURS)], "aurc": c["aurc"],
+                      "dash": "7 5" if name == "none" else "",
                       "e_aurc": c["e_aurc"]})
     xticks = [{"pos": _x(v), "label": f"{v:.1f}"} for v in np.linspace(0, 1, 6)]
-    yticks = [{"pos": _y(v, top), "label": f"{v:.2f}"} for v in np.linspace(0, top, 5)]
+    yticks = [{"pos": _y(v, top), "label": f"{v:.2f}"} for v in np.arange(0, top + step / 2, step)]
     return {"lines": lines, "xticks": xticks, "yticks": yticks, "w": W, "h": H, "pad": PAD, "x0": _x(0),
             "x1": _x(1), "y0": _y(0, top), "y1": _y(top, top)}
 
@@ -109,7 +111,7 @@ def render(release, diagram_png: Optional[bytes] = None) -> str:
         "cfg": cfg, "run": f"{cfg['model']}/{cfg['dataset']}", "ev": ev, "results": results, "metrics": metrics,
         "shipped": release.name, "verdict": release.verdict, "checklist": release.checklist,
         "passed": all(c.passed for c in release.checklist), "per_class": per_class,
-        "audit": release.audit, "slices": release.slices, "slice_column": release.slice_column,
+        "audit": release.audit, "slices": release.slices if release.slice_column != "class" else [], "slice_column": release.slice_column,
         "rc": risk_coverage_svg(release.risk_coverage),
         "reliability": None if diagram_png else reliability_svg(results),
         "diagram": ("data:image/png;base64," + base64.b64encode(diagram_png).decode("ascii")) if diagram_png
