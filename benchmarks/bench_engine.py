@@ -59,7 +59,7 @@ from calibview.core.engine import Engine  # noqa: E402
 from calibview.core.evaluate import EvalRequest  # noqa: E402
 
 BEGIN, END = "<!-- bench_engine -->", "<!-- /bench_engine -->"
-DEMO = str(ROOT / "calibview" / "resources" / "demo.h5")
+DEMO = str(calibview.demo_path())
 SEVEN = ("none", "ts", "ts-grid", "vs", "hb", "ir", "mrr")
 MB = 1 << 20
 

@@ -9,12 +9,12 @@ Run: python benchmarks/bench_smoothing.py
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import numpy as np
 import relplot
 import torch
 
+import calibview
 from calibview.core.smoothing import bin_stats, cal_resampled, cal_tot, sharpness_curve, smece, smece_resampled
 
 
@@ -54,7 +54,7 @@ def bench_smece():
         assert sigma == ref_sigma
         print(f"{label:<34}{n:>8}{t_ref * 1e3:>12.2f}{t_ours * 1e3:>10.2f}{t_ref / t_ours:>8.1f}"
               f"{abs(ours - ref):>11.1e}{sigma:>10.5f}")
-    demo = Path(__file__).resolve().parents[1] / "calibview" / "resources" / "demo.h5"
+    demo = calibview.demo_path()
     if demo.exists():
         from calibview.core.logits import read_split
         d = read_split(demo, "resnet110-brier/cifar10", "test")

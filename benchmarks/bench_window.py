@@ -133,7 +133,7 @@ def _stages(timings) -> str:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--file", default=str(ROOT / "calibview" / "resources" / "demo.h5"))
+    p.add_argument("--file", default=None, help="HDF5 logits file (default: the bundled demo)")
     p.add_argument("--run", default="resnet110-brier/cifar100")
     p.add_argument("--calibrators", default=None, help=f"comma-separated (default {','.join(FULL)})")
     p.add_argument("--n-boot", type=int, default=None, help="bootstrap resamples (default 1000)")
@@ -152,6 +152,9 @@ def main(argv=None) -> int:
     if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     from calibview.gui import app
+    if args.file is None:
+        import calibview
+        args.file = str(calibview.demo_path())
     if not args.no_app_setup and not app.configure_openmp():
         print("note: torch was imported before the window's set-up; the window side is not as the app runs")
     import torch

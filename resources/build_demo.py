@@ -1,4 +1,4 @@
-"""Build calibview/resources/demo.h5, the bundled demo file, from the real CIFAR logits described in DEMO_SOURCES.md.
+"""Build calibview/resources/demo.h5, the bundled demo file, from the real CIFAR logits described in calibview/resources/DEMO_SOURCES.md.
 
     python resources/build_demo.py [SOURCE_DIR]     # default SOURCE_DIR: ../shared/data next to the repository
 

@@ -3,6 +3,8 @@ from pathlib import Path
 
 import pytest
 
+import calibview
+
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -19,4 +21,4 @@ def shared_data() -> Path:
 
 @pytest.fixture(scope="session")
 def demo_file() -> Path:
-    return ROOT / "calibview" / "resources" / "demo.h5"
+    return calibview.demo_path()

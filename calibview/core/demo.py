@@ -8,7 +8,7 @@ from .errors import CalibviewError
 
 
 def demo_path() -> Path:
-    """The bundled demo file (real CIFAR ResNet-110 logits, see resources/DEMO_SOURCES.md)."""
+    """The bundled demo file (real CIFAR ResNet-110 logits, see calibview/resources/DEMO_SOURCES.md)."""
     candidate = Path(__file__).resolve().parents[1] / "resources" / "demo.h5"      # package data
     if candidate.is_file():
         return candidate

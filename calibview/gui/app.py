@@ -6,6 +6,7 @@ import argparse
 import os
 import signal
 import sys
+from pathlib import Path
 from typing import Optional, Sequence
 
 from calibview.core.errors import CalibviewError
@@ -23,6 +24,20 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     add_log_options(p)
     args, _qt = p.parse_known_args(list(argv))
     return args
+
+
+#: the application icon: an SVG master and PNGs rendered from it (resources/build_icons.py), installed as package data
+ICONS = Path(__file__).resolve().parents[1] / "resources" / "icons"
+
+
+def app_icon():
+    """The calibview icon at every rendered size (the window's title bar, the task switcher, the bundle)."""
+    from PySide6 import QtGui
+
+    icon = QtGui.QIcon()
+    for png in sorted(ICONS.glob("calibview-*.png")):
+        icon.addFile(str(png))
+    return icon
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -44,6 +59,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     QtCore.QCoreApplication.setOrganizationName("calibview")
     QtCore.QCoreApplication.setApplicationName("calibview")
     app = QtWidgets.QApplication.instance() or QtWidgets.QApplication([sys.argv[0], *argv])
+    app.setWindowIcon(app_icon())
+    app.setDesktopFileName("calibview")          # matches resources/calibview.desktop (Wayland, task switchers)
     window = MainWindow()
     try:
         window.start(args.files, run=args.run, calibrators=args.calibrators)

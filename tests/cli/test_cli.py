@@ -54,6 +54,7 @@ def test_report_reproduces_the_published_table(demo_report):
         assert round(100 * float(ts["ece"]), 2) == pub["nll_ts_ece"], run
 
 
+@pytest.mark.qt               # diagram.png is drawn by the window's canvas
 def test_report_files_have_the_documented_shape(demo_report):
     with open(demo_report / "metrics.csv", newline="") as f:
         header = next(csv.reader(f))

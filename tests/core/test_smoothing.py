@@ -1,18 +1,18 @@
 """SmoothECE against relplot 1.0.3 and the calibration-sharpness estimator against sharpcal's dense formula."""
 
-from pathlib import Path
 
 import numpy as np
 import pytest
 import relplot
 import torch
 
+import calibview
 from calibview.core import smoothing
 from calibview.core.errors import CalibviewError
 from calibview.core.smoothing import (bin_stats, cal_resampled, cal_tot, sharpness_curve, smece, smece_at,
                                       smece_resampled)
 
-DEMO = Path(__file__).resolve().parents[2] / "calibview" / "resources" / "demo.h5"
+DEMO = calibview.demo_path()
 # The real CIFAR logits of ../shared/data, as bundled in the demo file.
 SPLITS = ["resnet110-brier/cifar10", "resnet110-flsd53/cifar10", "resnet110-brier/cifar100"]
 
