@@ -57,9 +57,11 @@ def run(args) -> int:
                                 "metrics.csv": metrics_csv(d.refit.rows)})
         if not args.json:
             m = new["metrics"]
+            old = d.refit.shipped.results[0].metrics["ece"]
             print(f"refit {new['calibrator']['method']} on the fit half (N={new['provenance']['n_fit']}, seed "
-                  f"{new['provenance']['fit_rows']['seed']}): verify half (N={new['provenance']['n_eval']}) ECE "
-                  f"{fmt(m.get('ece'))} [{fmt(m.get('ece_lo'))}, {fmt(m.get('ece_hi'))}]")
+                  f"{new['provenance']['fit_rows']['seed']}); on the verify half (N={new['provenance']['n_eval']}) "
+                  f"ECE {fmt(old.value)} [{fmt(old.lo)}, {fmt(old.hi)}] shipped -> {fmt(m.get('ece'))} "
+                  f"[{fmt(m.get('ece_lo'))}, {fmt(m.get('ece_hi'))}] refitted")
             print(f"new config {new['config_sha256']} (parent {new['parent']})")
             print("wrote " + ", ".join(str(p) for p in paths))
     return 1 if d.drifted else 0

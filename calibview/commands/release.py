@@ -75,6 +75,11 @@ def run(args) -> int:
               f"{sum(v is not None for v in per)} of {len(per)} reachable")
     elif t["global"] is not None:
         print(f"global threshold {t['global']:g}")
+    if r.slices:
+        small = [s for s in r.slices if s.get("n", 0) < args.min_slice]
+        flagged = [str(s["slice"]) for s in r.slices if s.get("flagged")]
+        print(f"slices by {args.by}: {len(r.slices)} ({len(small)} below --min-slice)" +
+              (f", ECE differs from the whole split in: {', '.join(flagged)}" if flagged else ""))
     failed = [c.criterion for c in r.checklist if not c.passed]
     print("checklist (default limits): " + ("all pass" if not failed else "failing: " + "; ".join(failed)))
     print(f"config_sha256 {r.config['config_sha256']}")

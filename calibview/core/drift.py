@@ -32,6 +32,7 @@ class Refit:
     config: dict
     evaluation: Evaluation            # fitted on the fit half, evaluated on the verify half
     rows: list                        # metrics.csv rows of the verify half
+    shipped: Evaluation               # the shipped calibrator on the same verify half (for comparison)
 
 
 @dataclass(frozen=True)
@@ -87,6 +88,7 @@ def _refit(engine: Engine, config: Mapping[str, Any], file: str, split: str, run
         req = replace(request_for(config, hinfo, "verify", n_boot=n_boot, device=device), fit_split="fit",
                       calibrators=(method,))
         ev = engine.evaluate(req, cancel=cancel)
+        shipped = engine.evaluate(req, cancel=cancel, given={method: rel.calibrator_of(config)})
         old = config["thresholds"]
         thresholds = {"global": old.get("global"), "per_class": None, "target_precision": None}
         if old.get("target_precision") is not None:
@@ -106,4 +108,4 @@ def _refit(engine: Engine, config: Mapping[str, Any], file: str, split: str, run
     new = rel.build_config(info, ev.result(method).fitted, thresholds=thresholds, provenance=provenance,
                            settings={**config["settings"], "n_boot": req.n_boot}, metrics=rel.metrics_of(rows[0]),
                            parent=config["config_sha256"])
-    return Refit(config=new, evaluation=ev, rows=rows)
+    return Refit(config=new, evaluation=ev, rows=rows, shipped=shipped)
