@@ -11,6 +11,7 @@ or fit-data mismatch is a :class:`CalibviewError` (bad input) before any criteri
 
 from __future__ import annotations
 
+import tempfile
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
@@ -61,6 +62,7 @@ class Checked:
     split: str
     split_sha256: str
     fit_hash: Optional[bool] = None            # True: FILE holds the fit split and it matches; None: not held
+    rows: Optional[dict] = None                # the eval_rows entry when a half of the split was checked
     extra: dict = field(default_factory=dict)
 
     @property
@@ -88,24 +90,43 @@ def request_for(config: Mapping[str, Any], info: lg.RunInfo, split: str, *, n_bo
 
 def evaluate_config(engine: Engine, config: Mapping[str, Any], file: str, split: str, *, run: Optional[str] = None,
                     min_slice: int = 30, n_boot: Optional[int] = None, device: str = "auto",
-                    calibrators: tuple = (), path: str = "the config", progress=None,
+                    calibrators: tuple = (), path: str = "the config", whole: bool = False, progress=None,
                     cancel: Optional[threading.Event] = None) -> Checked:
     """Verify the config against ``file`` (run, class count, fit-data hash), then evaluate its calibrator on
-    ``split`` with its settings. Raises CalibviewError (one sentence) for bad input."""
+    ``split`` with its settings. A config refitted on half of a split (``provenance.eval_rows``) is checked on its
+    verify half of that split unless ``whole``. Raises CalibviewError (one sentence) for bad input."""
     info = rel.matching_run(config, file, path, run)
     info.split(split)
     fit_hash = rel.check_fit_hash(config, info, path)
+    prov = config["provenance"]
+    spec = prov.get("eval_rows") if split == prov.get("eval_split") and not whole else None
+    if spec and int(spec["of"]) != info.split(split).n:
+        spec = None                              # another split of that name: checked whole
+    if not spec:
+        return _evaluate(engine, config, info, split, None, min_slice, n_boot, device, calibrators, fit_hash,
+                         progress, cancel)
+    with tempfile.TemporaryDirectory(prefix="calibview-check-") as tmp:
+        sub = rel.write_subset(info, {split: rel.rows_of(spec)}, tmp, split)
+        return _evaluate(engine, config, sub, split, (info, spec), min_slice, n_boot, device, calibrators,
+                         fit_hash, progress, cancel)
+
+
+def _evaluate(engine, config, info, split, rows, min_slice, n_boot, device, calibrators, fit_hash, progress,
+              cancel) -> Checked:
+    """The config's calibrator on ``split`` of ``info`` (``rows``: (original run, rows spec) when ``info`` is a
+    subset of that run's split, for the hash)."""
     fitted = rel.calibrator_of(config)
     name = fitted.method
-    req = request_for(config, info, split, n_boot=n_boot, device=device,
-                      calibrators=calibrators or (name,))
+    req = request_for(config, info, split, n_boot=n_boot, device=device, calibrators=calibrators or (name,))
     given = {name: fitted}
     ev = engine.evaluate(req, progress=progress, cancel=cancel, given=given)
     stats = engine.scored(req, given=given)[name].stats
     counts, units = engine.resamples(req, given=given)
     slices = rs.class_slices(stats, counts, units, ev.n_bins, req.level, min_slice, config["class_names"])
-    return Checked(evaluation=ev, name=name, stats=stats, class_slices=slices, split=split,
-                   split_sha256=rel.split_sha256(info.file, info, split), fit_hash=fit_hash)
+    sha = (rel.split_sha256(info.file, info, split) if rows is None else
+           rel.split_sha256(rows[0].file, rows[0], split, rel.rows_of(rows[1])))
+    return Checked(evaluation=ev, name=name, stats=stats, class_slices=slices, split=split, split_sha256=sha,
+                   fit_hash=fit_hash, rows=None if rows is None else dict(rows[1]))
 
 
 def criteria(config: Mapping[str, Any], checked: Checked, limits: Limits = Limits()) -> list[Criterion]:
@@ -141,9 +162,12 @@ def criteria(config: Mapping[str, Any], checked: Checked, limits: Limits = Limit
     prov = config["provenance"]
     fit_split = prov.get("fit_split")
     method = config["calibrator"]["method"]
-    same = method != "none" and (fit_split == checked.split or checked.split_sha256 == prov.get("fit_sha256"))
+    other_half = rel.disjoint_halves(prov.get("fit_rows"), checked.rows)
+    same = method != "none" and (checked.split_sha256 == prov.get("fit_sha256") or
+                                 (fit_split == checked.split and not other_half))
+    half = " (other half)" if other_half else ""
     out.append(Criterion("calibrator fitted on another split than the one checked",
-                         f"fit {fit_split or '-'}, checked {checked.split}", None, None, "different", not same,
+                         f"fit {fit_split or '-'}, checked {checked.split}{half}", None, None, "different", not same,
                          note="the checked data are the fit data: in-sample numbers" if same else ""))
     bad = rel.has_thresholds(config) and method == "none"
     out.append(Criterion("thresholds only on calibrated scores",

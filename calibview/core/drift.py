@@ -11,13 +11,11 @@ the verify half's metrics and builds a new config whose ``parent`` is the old ``
 
 from __future__ import annotations
 
-import os
 import tempfile
 import threading
 from dataclasses import dataclass, replace
 from typing import Any, Mapping, Optional
 
-from . import logits as lg
 from . import release as rel
 from .acceptance import Checked, evaluate_config, request_for
 from .engine import Engine
@@ -51,7 +49,7 @@ def drift(engine: Engine, config: Mapping[str, Any], file: str, split: str, *, r
     if run is not None and run.strip("/") != rel.run_name(config):
         raise CalibviewError(f"{path} was released for run {rel.run_name(config)}, not {run}; give the run "
                                  f"of the same model with --run.")
-    checked = evaluate_config(engine, config, file, split, run=run, n_boot=n_boot, device=device, path=path,
+    checked = evaluate_config(engine, config, file, split, run=run, n_boot=n_boot, device=device, path=path, whole=True,
                               progress=progress, cancel=cancel)
     archived = config["metrics"]
     rows = []
@@ -74,17 +72,12 @@ def drift(engine: Engine, config: Mapping[str, Any], file: str, split: str, *, r
 def _refit(engine: Engine, config: Mapping[str, Any], file: str, split: str, run: Optional[str],
            n_boot: Optional[int], device: str, cancel) -> Refit:
     info = rel.matching_run(config, file, run=run)
-    data = lg.read_split(file, info, split)
     seed = int(config["settings"]["seed"])
-    fit_rows, verify_rows = rel.halves(data.labels.shape[0], seed)
+    n = info.split(split).n
+    fit_rows, verify_rows = rel.halves(n, seed)
     method = config["calibrator"]["method"]
     with tempfile.TemporaryDirectory(prefix="calibview-drift-") as tmp:
-        halves_file = os.path.join(tmp, "halves.h5")
-        lg.write_splits(halves_file, info.model, info.dataset,
-                        {"fit": (data.kind, data.scores[fit_rows], data.labels[fit_rows]),
-                         "verify": (data.kind, data.scores[verify_rows], data.labels[verify_rows])},
-                        class_names=info.class_names, compression=None)
-        hinfo = lg.find_run(halves_file, info.name)
+        hinfo = rel.write_subset(info, {"fit": fit_rows, "verify": verify_rows}, tmp, split)
         req = replace(request_for(config, hinfo, "verify", n_boot=n_boot, device=device), fit_split="fit",
                       calibrators=(method,))
         ev = engine.evaluate(req, cancel=cancel)
@@ -98,7 +91,6 @@ def _refit(engine: Engine, config: Mapping[str, Any], file: str, split: str, run
     rows = metrics_rows([ev])
     for row in rows:
         row.update(split=f"{split}", fit_split=f"{split}[fit half]", eval_split=f"{split}[verify half]")
-    n = int(data.labels.shape[0])
     halves_spec = {"seed": seed, "of": n}
     provenance = {"file": info.file, "fit_split": split,
                   "fit_sha256": rel.split_sha256(info.file, info, split, fit_rows), "n_fit": int(fit_rows.size),

@@ -86,6 +86,24 @@ def rows_of(spec: Optional[Mapping[str, Any]]) -> Optional[np.ndarray]:
     return fit if spec["part"] == "fit" else verify
 
 
+def write_subset(info: lg.RunInfo, parts: Mapping[str, np.ndarray], directory: str, source: str) -> lg.RunInfo:
+    """Write the rows ``parts[name]`` of split ``source`` of ``info`` as splits ``name`` of a new file in
+    ``directory`` (uncompressed, same run name and class names) and return that run: how halves of a split are
+    evaluated by the engine, which reads whole splits."""
+    data = lg.read_split(info.file, info, source)
+    path = os.path.join(directory, "subset.h5")
+    lg.write_splits(path, info.model, info.dataset,
+                    {name: (data.kind, data.scores[rows], data.labels[rows]) for name, rows in parts.items()},
+                    class_names=info.class_names, compression=None)
+    return lg.find_run(path, info.name)
+
+
+def disjoint_halves(a: Optional[Mapping[str, Any]], b: Optional[Mapping[str, Any]]) -> bool:
+    """Whether two ``fit_rows``/``eval_rows`` entries name the two different halves of one seeded split."""
+    return bool(a and b and a.get("seed") == b.get("seed") and a.get("of") == b.get("of")
+                and a.get("part") != b.get("part"))
+
+
 def canonical_json(obj: Any) -> bytes:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False).encode("utf-8")
 

@@ -150,6 +150,13 @@ def test_drift_flags_and_refits_with_a_parent_link(shipped, toy, tmp_path, capsy
     assert new["parent"] == rel.load_config(config)["config_sha256"]
     assert new["provenance"]["fit_rows"] == {"part": "fit", "seed": 0, "of": 600}
     assert (out / "metrics.csv").is_file()
+    # checked by default on its verify half: held out from the fit half, so the independence criterion passes
+    assert main(["check", str(out / "inference_config.json"), toy, "--json", "--max-ece", "1", "--max-class-ece",
+                 "1", "--max-high-conf-gap", "1", *FAST]) == 0
+    rows = {r["criterion"]: r for r in json.loads(capsys.readouterr().out)}
+    independent = rows["calibrator fitted on another split than the one checked"]
+    assert independent["passed"] and "(other half)" in independent["value"]
+    assert rows["ECE on shadow (15 bins)"]["value"] == pytest.approx(new["metrics"]["ece"], abs=1e-12)
     assert main(["drift", config, toy, "--run", "net/other", "--split", "shadow", *FAST]) == 2
     _one_sentence_error(capsys)
 
