@@ -30,7 +30,19 @@ def _environment():
     env.filters["num"] = _num
     env.filters["pct"] = _pct
     env.filters["iv"] = _interval
+    env.filters["params"] = _params
     return env
+
+
+def _params(params, limit: int = 400) -> str:
+    """A calibrator's parameters as JSON, or their count when they are long (a K x K matrix)."""
+    import json
+
+    text = json.dumps(params, sort_keys=True)
+    if len(text) <= limit:
+        return text
+    n = text.count(",") + 1
+    return f"{n:,} numbers (keys {', '.join(sorted(params))}); see inference_config.json"
 
 
 def _num(x, digits: int = 4) -> str:

@@ -118,7 +118,8 @@ def test_tampered_config_and_fit_data_exit_2_in_one_sentence(shipped, toy, tmp_p
     assert "fit_sha256" in _one_sentence_error(capsys)
 
 
-@pytest.mark.parametrize("case", ["run", "split", "classes", "none-threshold", "out-is-file"])
+@pytest.mark.parametrize("case", ["run", "split", "classes", "none-threshold", "out-is-file", "check-split",
+                                  "column"])
 def test_bad_release_input_exits_2_and_writes_nothing(toy, shipped, tmp_path, capsys, case):
     out = tmp_path / "rel"
     args = ["release", toy, "--run", RUN, "--eval-split", "deploy", "--no-diagram", "-o", str(out), *FAST]
@@ -130,9 +131,13 @@ def test_bad_release_input_exits_2_and_writes_nothing(toy, shipped, tmp_path, ca
         args += ["--calibrator", "none", "--threshold", "0.9"]
     elif case == "out-is-file":
         out.write_text("x")
+    elif case == "column":
+        args += ["--by", "nope"]
     if case == "classes":
         k4 = write_toy(tmp_path / "k4.h5", k=4)
         args = ["check", str(shipped / "inference_config.json"), k4, *FAST]
+    elif case == "check-split":
+        args = ["check", str(shipped / "inference_config.json"), toy, "--split", "nope", *FAST]
     assert main(args) == 2
     _one_sentence_error(capsys)
     assert (not out.exists()) or out.is_file()
