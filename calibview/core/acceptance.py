@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import tempfile
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
 import numpy as np
@@ -63,7 +63,6 @@ class Checked:
     split_sha256: str
     fit_hash: Optional[bool] = None            # True: FILE holds the fit split and it matches; None: not held
     rows: Optional[dict] = None                # the eval_rows entry when a half of the split was checked
-    extra: dict = field(default_factory=dict)
 
     @property
     def result(self) -> CalibratorResult:

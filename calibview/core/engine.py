@@ -138,11 +138,11 @@ class Engine:
         job._score_all()
         return dict(job.scored)
 
-    def fitted(self, req: EvalRequest, *, progress=None, cancel: Optional[threading.Event] = None
-               ) -> dict[str, calib.Fitted]:
+    def fitted(self, req: EvalRequest, *, progress=None, cancel: Optional[threading.Event] = None,
+               given: Optional[Mapping[str, calib.Fitted]] = None) -> dict[str, calib.Fitted]:
         """The fit stage alone: calibrator name -> fitted calibrator (cached)."""
         check_request(req)
-        job = _Job(self, req, settings_of(req), progress, cancel, None, time.perf_counter())
+        job = _Job(self, req, settings_of(req), progress, cancel, None, time.perf_counter(), given)
         job._fit_all()
         return dict(job.fitted)
 
