@@ -347,7 +347,8 @@ def _cmd_runs(args) -> int:
 
     file = args.file or str(demo_path())
     for run in lg.list_runs(file):
-        splits = ", ".join(f"{s.name} (N={s.n}, {s.kind}, {s.dtype})" for s in run.splits)
+        splits = ", ".join(f"{s.name} (N={s.n}, {s.kind}, {s.dtype}"
+                           + (f"; meta: {' '.join(s.meta)}" if s.meta else "") + ")" for s in run.splits)
         print(f"{run.name}\tK={run.k}\t{splits}")
     return 0
 

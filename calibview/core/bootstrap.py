@@ -432,7 +432,9 @@ class SampleBootstrap:
         feats, base = self._features(key, width, build)
         return (block.fluct @ feats).double().cpu().numpy() + base                   # (R_b, F)
 
-    def common(self, block: ResampleBlock) -> dict[str, np.ndarray]:
+    def common(self, block: ResampleBlock, smooth: bool = True) -> dict[str, np.ndarray]:
+        """``smooth=False`` leaves out SmoothECE, whose cost per resample is a grid's, whatever the sample count
+        (what many small slices cannot afford)."""
         s = self.stats
         top = (s.conf - s.correct) ** 2
 
@@ -444,9 +446,10 @@ class SampleBootstrap:
         n = block.totals
         out = {"accuracy": sums[:, 0] / n, "nll": np.where(sums[:, 2] > 0.5, np.inf, sums[:, 1] / n),
                "brier": sums[:, 3] / n, "brier_top": sums[:, 4] / n}
-        self.tick()
-        out["smece"] = smoothing.smece_resampled(s.conf, s.correct, panels=block.panels(),
-                                                 store=self._helpers).numpy()
+        if smooth:
+            self.tick()
+            out["smece"] = smoothing.smece_resampled(s.conf, s.correct, panels=block.panels(),
+                                                     store=self._helpers).numpy()
         return out
 
     def binned(self, block: ResampleBlock, n_bins: int) -> dict[str, np.ndarray]:

@@ -1,7 +1,7 @@
 """Convert logits stored as .npz, .npy or .pt/.pth into the HDF5 logits format (docs/FORMAT.md, "Importing").
 
 Arrays are found by name: ``logits`` or ``probs`` with ``labels`` is one split; ``logits_<s>`` / ``probs_<s>`` with
-``labels_<s>`` is split ``<s>``. A ``.npy`` file holds one array, so its labels are looked up next to it.
+``labels_<s>`` is split ``<s>``. ``meta_<column>`` (or ``meta_<column>_<s>``) is a metadata column of the split. A ``.npy`` file holds one array, so its labels are looked up next to it.
 Nothing is ever unpickled: .npz/.npy are loaded with ``allow_pickle=False`` and .pt with ``weights_only=True``.
 """
 
@@ -18,9 +18,16 @@ import numpy as np
 
 from .errors import CalibviewError, Progress, report
 from .logits import PathLike, RunInfo, list_runs, validate_arrays, write_splits
+from .meta import check_name
+from .meta import validate as validate_meta
 
 SUFFIXES = (".npz", ".npy", ".pt", ".pth")
 _KEY = re.compile(r"^(logits|probs|labels)(?:_(.+))?$")
+_META = re.compile(r"^meta_(.+)$")
+
+
+def _wanted(key) -> bool:
+    return isinstance(key, str) and bool(_KEY.match(key) or _META.match(key))
 
 
 def import_arrays(src: PathLike, out: PathLike, *, model: Optional[str] = None, dataset: Optional[str] = None,
@@ -47,14 +54,17 @@ def import_arrays(src: PathLike, out: PathLike, *, model: Optional[str] = None, 
         arrays = _load_torch(src_path)
     else:
         raise CalibviewError(f"{src_path}: cannot import '{suffix}' files; use one of {', '.join(SUFFIXES)}.")
+    meta_arrays = {k: arrays.pop(k) for k in [k for k in arrays if _META.match(k)]}
     splits = _pair_up(src_path, arrays, split, names)
+    meta = _meta_of(src_path, meta_arrays, splits, arrays)
     for kind, scores, labels, (scores_name, labels_name) in splits.values():  # errors name the source arrays
         report(progress, 0.1, f"Checking {scores_name}")
         validate_arrays(str(src_path), scores_name, labels_name, kind, scores, labels)
     model = model or _default_model(src_path)
     dataset = "data" if dataset is None else dataset
     report(progress, 0.3, f"Writing {len(splits)} split(s) to {out_path.name}")
-    write_splits(out_path, model, dataset, {name: value[:3] for name, value in splits.items()}, overwrite=overwrite)
+    write_splits(out_path, model, dataset, {name: value[:3] for name, value in splits.items()}, overwrite=overwrite,
+                 meta=meta)
     report(progress, 1.0, f"Imported {src_path.name} as {model}/{dataset}")
     run_path = "/" + "/".join(p for p in (model, dataset) if p)
     return [r for r in list_runs(out_path) if r.path == run_path]
@@ -75,7 +85,7 @@ def _default_model(src: Path) -> str:
 def _load_npz(src: Path) -> dict[str, np.ndarray]:
     try:
         with np.load(src, allow_pickle=False) as z:
-            arrays = {key: z[key] for key in z.files if _KEY.match(key)}
+            arrays = {key: z[key] for key in z.files if _wanted(key)}
             _require_scores(src, arrays, z.files)
             return arrays
     except ValueError as e:  # object arrays need pickle
@@ -87,7 +97,7 @@ def _load_npz(src: Path) -> dict[str, np.ndarray]:
 
 def _require_scores(src: Path, arrays: Mapping[str, np.ndarray], keys) -> None:
     """A clear error naming the keys the file does hold when none of them is a logits/probs array."""
-    if not any(_KEY.match(k).group(1) != "labels" for k in arrays):
+    if not any(_KEY.match(k) and _KEY.match(k).group(1) != "labels" for k in arrays):
         raise CalibviewError(f"{src}: no 'logits' or 'probs' array found (keys: {', '.join(map(str, keys)) or 'none'}"
                              f"); name them logits/labels or logits_<split>/labels_<split>.")
 
@@ -147,7 +157,7 @@ def _load_torch(src: Path) -> dict[str, np.ndarray]:
     arrays = {}
     _require_scores(src, {k: None for k in obj if isinstance(k, str) and _KEY.match(k)}, list(obj))
     for key, value in obj.items():
-        if not isinstance(key, str) or not _KEY.match(key):
+        if not _wanted(key):
             continue
         if isinstance(value, torch.Tensor):
             value = value.detach().cpu()
@@ -156,6 +166,31 @@ def _load_torch(src: Path) -> dict[str, np.ndarray]:
             value = value.numpy()
         arrays[key] = np.asarray(value)
     return arrays
+
+
+def _meta_of(src: Path, meta: Mapping[str, np.ndarray], splits: Mapping[str, tuple],
+             scores: Mapping[str, np.ndarray]) -> dict[str, dict[str, np.ndarray]]:
+    """``{split: {column: values}}`` from ``meta_<column>`` keys (the unsuffixed pair's split) or
+    ``meta_<column>_<s>`` keys (split ``<s>`` of the suffixed pairs; the longest matching suffix wins, so columns
+    and split names may hold underscores). Each column is validated against its split, naming the source key."""
+    suffixed = sorted({_KEY.match(k).group(2) for k in scores if _KEY.match(k).group(2)}, key=len, reverse=True)
+    out: dict[str, dict[str, np.ndarray]] = {}
+    for key, values in meta.items():
+        rest = _META.match(key).group(1)
+        if not suffixed:
+            target, column = next(iter(splits)), rest
+        else:
+            hit = next((s for s in suffixed if rest.endswith("_" + s) and len(rest) > len(s) + 1), None)
+            if hit is None:
+                raise CalibviewError(f"{src}: {key} does not end in the name of a split ({', '.join(suffixed)}); "
+                                     f"name it meta_<column>_<split>.")
+            target, column = hit, rest[:-len(hit) - 1]
+        if target not in splits:              # a split the --split argument left out
+            continue
+        scores_array = splits[target][1]
+        check_name(str(src), key, column)
+        out.setdefault(target, {})[column] = validate_meta(str(src), key, values, np.shape(scores_array)[0])
+    return out
 
 
 def _pair_up(src: Path, arrays: Mapping[str, np.ndarray], split: Optional[str],

@@ -17,6 +17,7 @@ from typing import Iterator, Mapping, Optional, Sequence, Union
 import h5py
 import numpy as np
 
+from . import meta as md
 from .errors import CalibviewError, Progress, check_cancel, report
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -42,6 +43,7 @@ class SplitInfo:
     k: int
     kind: str  # "logits" or "probs"
     dtype: str  # stored dtype of the scores, e.g. "float32"
+    meta: tuple[str, ...] = ()  # metadata columns under <split>/meta, in file order (names only)
 
     @property
     def scores_path(self) -> str:
@@ -143,6 +145,8 @@ def _discover(f: h5py.File, file: str) -> list[RunInfo]:
         if split is not None:
             found.setdefault(_parent(group.name), []).append(split)
         for name in group:
+            if split is not None and name == md.META_GROUP:   # a split's metadata columns, never a split
+                continue
             if isinstance(group.get(name, getlink=True), h5py.HardLink):
                 child = group.get(name)
                 if isinstance(child, h5py.Group):
@@ -180,7 +184,19 @@ def _split_info(group: h5py.Group, file: str) -> Optional[SplitInfo]:
     _check_meta(file, spath, scores.shape, scores.dtype, lpath, labels.shape, labels.dtype, kind)
     name = "all" if group.name == "/" else group.name.rsplit("/", 1)[1]
     n, k = scores.shape
-    return SplitInfo(name=name, path=group.name, n=int(n), k=int(k), kind=kind, dtype=str(scores.dtype))
+    return SplitInfo(name=name, path=group.name, n=int(n), k=int(k), kind=kind, dtype=str(scores.dtype),
+                     meta=_meta_names(group))
+
+
+def _meta_names(group: h5py.Group) -> tuple[str, ...]:
+    """The datasets of the split's ``meta`` group (hard links only); validated when read (:func:`read_meta`)."""
+    if not isinstance(group.get(md.META_GROUP, getlink=True), h5py.HardLink):
+        return ()
+    sub = group[md.META_GROUP]
+    if not isinstance(sub, h5py.Group):
+        return ()
+    return tuple(name for name in sub if isinstance(sub.get(name, getlink=True), h5py.HardLink)
+                 and isinstance(sub.get(name), h5py.Dataset))
 
 
 def _check_meta(file: str, spath: str, sshape: tuple, sdtype: np.dtype, lpath: str, lshape: tuple,
@@ -436,6 +452,26 @@ def read_split(path: Optional[PathLike], run: Union[str, RunInfo], split: str, *
     return SplitData(scores=scores, labels=labels, kind=info.kind, info=info, run=run_info)
 
 
+def read_meta(path: Optional[PathLike], run: Union[str, RunInfo], split: str, column: str) -> np.ndarray:
+    """The metadata column ``/<run>/<split>/meta/<column>`` as a read-only (N,) array: int64, bool, str (object)
+    or float64 (NaN = missing); see :mod:`calibview.core.meta`. Unknown columns, wrong lengths, non-1-D data and
+    NaN in a categorical column are one-sentence CalibviewErrors naming the file and the dataset."""
+    file = _abspath(path if path is not None else run.file)  # type: ignore[union-attr]
+    with _open(file) as f:
+        run_info, info = _resolve(f, file, run, split)
+        if column not in info.meta:
+            have = ", ".join(info.meta) if info.meta else "none"
+            raise CalibviewError(f"{file}: split {info.path} has no metadata column '{column}' (available: {have}); "
+                                 f"add it as {_join(info.path, md.META_GROUP)}/{column}.")
+        ds = f[_join(_join(info.path, md.META_GROUP), column)]
+        try:
+            values = ds[()]
+        except (OSError, ValueError, TypeError) as e:
+            raise CalibviewError(f"{file}: could not read {ds.name} ({_oneline(e)}).") from None
+        categorical, name = bool(ds.attrs.get("categorical", False)), ds.name
+    return md.validate(file, name, values, info.n, categorical=categorical)
+
+
 def iter_split(path: Optional[PathLike], run: Union[str, RunInfo], split: str, *,
                chunk_rows: int) -> Iterator[tuple[np.ndarray, np.ndarray, int]]:
     """Yield ``(scores (rows, K), labels (rows,) int64, row offset)`` chunks, each validated before it is yielded.
@@ -474,22 +510,26 @@ def _iter_chunks(file: str, info: SplitInfo, rows: int) -> Iterator[tuple[np.nda
 
 def write_run(path: PathLike, model: str, dataset: str, split: str, logits=None, labels=None, *, probs=None,
               class_names: Optional[Sequence[str]] = None, attrs: Optional[Mapping[str, str]] = None,
-              compression: Optional[str] = "gzip", overwrite: bool = False) -> None:
+              compression: Optional[str] = "gzip", overwrite: bool = False,
+              meta: Optional[Mapping[str, object]] = None) -> None:
     """Write one split, ``logits`` (N, K) float (or ``probs``) and ``labels`` (N,) int, to
-    ``/<model>/<dataset>/<split>`` of ``path``; see :func:`write_splits` for the rules."""
+    ``/<model>/<dataset>/<split>`` of ``path``, with metadata columns ``meta={column: (N,) values}``; see
+    :func:`write_splits` for the rules."""
     file = _abspath(path)
     if (logits is None) == (probs is None) or labels is None:
         raise CalibviewError(f"{file}: writing split '{split}' of run '{model}/{dataset}' needs labels and "
                              f"exactly one of logits or probs.")
     kind, scores = ("logits", logits) if logits is not None else ("probs", probs)
     write_splits(file, model, dataset, {split: (kind, scores, labels)}, class_names=class_names, attrs=attrs,
-                 compression=compression, overwrite=overwrite)
+                 compression=compression, overwrite=overwrite, meta={split: meta} if meta else None)
 
 
 def write_splits(path: PathLike, model: str, dataset: str, splits: Mapping[str, tuple[str, object, object]], *,
                  class_names: Optional[Sequence[str]] = None, attrs: Optional[Mapping[str, str]] = None,
-                 compression: Optional[str] = "gzip", overwrite: bool = False) -> None:
-    """Write several splits ``{name: (kind, scores (N, K), labels (N,))}`` of one run, all validated first.
+                 compression: Optional[str] = "gzip", overwrite: bool = False,
+                 meta: Optional[Mapping[str, Mapping[str, object]]] = None) -> None:
+    """Write several splits ``{name: (kind, scores (N, K), labels (N,))}`` of one run, all validated first;
+    ``meta={split: {column: (N,) values}}`` adds metadata columns (integers or strings: categories; floats).
 
     A new file is written to a temporary name and moved into place (atomic); an existing file is appended to in
     place, and an existing split is replaced only with ``overwrite=True``. ``compression`` is "gzip" (with
@@ -499,6 +539,7 @@ def write_splits(path: PathLike, model: str, dataset: str, splits: Mapping[str, 
     checked = {name: (kind, *validate_arrays(file, _join(_join(run_path, name), kind),
                                              _join(_join(run_path, name), "labels"), kind, scores, labels))
                for name, (kind, scores, labels) in splits.items()}
+    columns = _checked_meta(file, run_path, checked, meta or {})
     ks = sorted({scores.shape[1] for _, scores, _ in checked.values()})
     if len(ks) != 1:
         raise CalibviewError(f"{file}: the splits written to {run_path} have different class counts K = {ks}.")
@@ -514,7 +555,7 @@ def write_splits(path: PathLike, model: str, dataset: str, splits: Mapping[str, 
         try:
             with h5py.File(file, "r+") as f:
                 _check_existing(f, file, run_path, checked, names, ks[0], overwrite)
-                _write_into(f, run_path, checked, names, attrs, compression)
+                _write_into(f, run_path, checked, names, attrs, compression, columns)
         except OSError as e:
             raise CalibviewError(f"{file}: could not write {run_path} ({_oneline(e)}).") from None
         return
@@ -524,7 +565,7 @@ def write_splits(path: PathLike, model: str, dataset: str, splits: Mapping[str, 
     tmp = os.path.join(directory, f".{base}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
         with h5py.File(tmp, "w", track_order=True) as f:
-            _write_into(f, run_path, checked, names, attrs, compression)
+            _write_into(f, run_path, checked, names, attrs, compression, columns)
         os.replace(tmp, file)
     except OSError as e:
         raise CalibviewError(f"{file}: could not write {run_path} ({_oneline(e)}).") from None
@@ -586,7 +627,33 @@ def _check_existing(f: h5py.File, file: str, run_path: str, checked: dict, names
                                  f"replace them.")
 
 
-def _write_into(f: h5py.File, run_path: str, checked: dict, names, attrs, compression) -> None:
+def _checked_meta(file: str, run_path: str, checked: dict, meta: Mapping) -> dict:
+    """{split: {column: validated (N,) array}}, every column checked before anything is written."""
+    out = {}
+    for split, columns in meta.items():
+        if split not in checked:
+            raise CalibviewError(f"{file}: metadata was given for split '{split}' of {run_path}, which is not among "
+                                 f"the splits written ({', '.join(checked)}).")
+        n = checked[split][1].shape[0]
+        where = _join(_join(run_path, split), md.META_GROUP)
+        for column, values in (columns or {}).items():
+            md.check_name(file, where, column)
+            out.setdefault(split, {})[column] = md.validate(file, _join(where, column), values, n)
+    return out
+
+
+def _write_meta(split: h5py.Group, columns: Mapping[str, np.ndarray], compression: Optional[str]) -> None:
+    group = split.create_group(md.META_GROUP, track_order=True)
+    for column, values in columns.items():
+        if values.dtype == object:                 # strings, stored as variable-length UTF-8
+            group.create_dataset(column, data=values.astype(str).tolist(), dtype=h5py.string_dtype(),
+                                 track_times=False)
+        else:
+            _write_dataset(group, column, values, compression)
+
+
+def _write_into(f: h5py.File, run_path: str, checked: dict, names, attrs, compression,
+                columns: Optional[Mapping] = None) -> None:
     group = f
     for part in run_path.strip("/").split("/"):
         group = group[part] if part in group else group.create_group(part, track_order=True)
@@ -600,6 +667,8 @@ def _write_into(f: h5py.File, run_path: str, checked: dict, names, attrs, compre
         split = group.create_group(name, track_order=True)
         _write_dataset(split, kind, scores, compression)
         _write_dataset(split, "labels", labels, compression, dtype=np.dtype(np.int64))
+        if (columns or {}).get(name):
+            _write_meta(split, columns[name], compression)
 
 
 def _write_dataset(group: h5py.Group, name: str, data: np.ndarray, compression: Optional[str],

@@ -42,11 +42,12 @@ def compute_part(stats: SampleStats, classwise_sums: Mapping[int, np.ndarray], p
     raise ValueError(f"unknown metric part {part!r}")
 
 
-def resample_part(boot, block, part: tuple) -> dict:
+def resample_part(boot, block, part: tuple, *, smooth: bool = True) -> dict:
     """The (R_b,) bootstrap values of one part's metrics for one block of resamples
-    (:class:`calibview.core.bootstrap.SampleBootstrap`, :class:`calibview.core.bootstrap.ResampleBlock`)."""
+    (:class:`calibview.core.bootstrap.SampleBootstrap`, :class:`calibview.core.bootstrap.ResampleBlock`);
+    ``smooth=False`` skips the grid-based SmoothECE of the common part (slices: see calibview.core.slices)."""
     if part[0] == "common":
-        return boot.common(block)
+        return boot.common(block, smooth=smooth)
     if part[0] == "binned":
         return boot.binned(block, part[1])
     return boot.kernel(block, part[1], part[2])

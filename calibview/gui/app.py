@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -41,6 +43,7 @@ def app_icon():
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    t0 = time.perf_counter()
     configure_openmp()
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(argv)
@@ -68,6 +71,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"calibview: error: {e}", file=sys.stderr)
         return 2
     window.show()
+    QtCore.QTimer.singleShot(0, lambda: logging.getLogger("calibview").info(
+        "window shown %.2f s after start-up", time.perf_counter() - t0))
     # Ctrl+C in the terminal closes the window cleanly (Python only sees signals between Qt events).
     signal.signal(signal.SIGINT, lambda *_: window.close())
     timer = QtCore.QTimer()
