@@ -15,10 +15,8 @@ From the bundled demo's CIFAR-100 run (ResNet-110 trained with the Brier loss) i
 
 from __future__ import annotations
 
-import inspect
 import sys
 
-import h5py
 import numpy as np
 
 from calibview import demo_path
@@ -89,15 +87,7 @@ def main(out: str = "deploy_demo.h5") -> None:
               "shadow": ("logits", test.scores[shadow], test.labels[shadow])}
     meta = {name: {"superclass": coarse_of_class[labels].astype(str)} for name, (_, _, labels) in splits.items()}
     model, dataset = run.model, run.dataset
-    if "meta" in inspect.signature(lg.write_splits).parameters:           # the format with metadata columns
-        lg.write_splits(out, model, dataset, splits, class_names=run.class_names, overwrite=True, meta=meta)
-    else:                                                                   # the same layout, written directly
-        lg.write_splits(out, model, dataset, splits, class_names=run.class_names, overwrite=True)
-        with h5py.File(out, "r+") as f:
-            for name, columns in meta.items():
-                for column, values in columns.items():
-                    f.create_dataset(f"/{model}/{dataset}/{name}/meta/{column}",
-                                     data=np.asarray(values, dtype=object), dtype=h5py.string_dtype())
+    lg.write_splits(out, model, dataset, splits, class_names=run.class_names, overwrite=True, meta=meta)
     for name, (_, _, labels) in splits.items():
         share = {"deploy": DEPLOY_FAVOURED, "shadow": SHADOW_FAVOURED}.get(name)
         note = "" if share is None else \

@@ -120,8 +120,7 @@ def _evaluate(engine, config, info, split, rows, min_slice, n_boot, device, cali
     given = {name: fitted}
     ev = engine.evaluate(req, progress=progress, cancel=cancel, given=given)
     stats = engine.scored(req, given=given)[name].stats
-    counts, units = engine.resamples(req, given=given)
-    slices = rs.class_slices(stats, counts, units, ev.n_bins, req.level, min_slice, config["class_names"])
+    slices = rs.class_slices(engine, req, name, min_slice, config["class_names"], given)
     sha = (rel.split_sha256(info.file, info, split) if rows is None else
            rel.split_sha256(rows[0].file, rows[0], split, rel.rows_of(rows[1])))
     return Checked(evaluation=ev, name=name, stats=stats, class_slices=slices, split=split, split_sha256=sha,

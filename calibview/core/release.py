@@ -25,7 +25,7 @@ import json
 import math
 import os
 from datetime import datetime, timezone
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Mapping, Optional
 
 import h5py
 import numpy as np

@@ -82,16 +82,13 @@ def build_release(engine: Engine, file: str, run: str, calibrator: str, fit_spli
     config = rel.build_config(info, fitted, thresholds=thresholds, provenance=provenance, settings=settings,
                               metrics=rel.metrics_of(row))
     scored = engine.scored(req, cancel=cancel)
-    counts, units = engine.resamples(req)
     stats = scored[calibrator].stats
-    class_names = config["class_names"]
-    slices = rs.class_slices(stats, counts, units, ev.n_bins, level, limits.min_slice, class_names)
+    slices = rs.class_slices(engine, req, calibrator, limits.min_slice, config["class_names"])
     checked = Checked(evaluation=ev, name=calibrator, stats=stats, class_slices=slices, split=eval_split,
                       split_sha256=eval_sha, fit_hash=True if fit_sha else None)
     checklist = criteria(config, checked, limits)
     per_class = per_class_rows(ev, calibrator, slices, thresholds, stats)
-    by_rows = column_slices(engine, req, info, by, stats, counts, units, ev.n_bins, level, min_slice, slice_bins,
-                            calibrator) if by else []
+    by_rows = column_slices(engine, req, by, min_slice, slice_bins, calibrator) if by else []
     return Release(config=config, evaluation=ev, name=calibrator, rows=rows, per_class=per_class,
                    audit={nm: rs.audit(sc.stats.conf, sc.stats.correct, audit_thresholds, level)
                           for nm, sc in scored.items()},
@@ -133,26 +130,15 @@ def per_class_csv(rows: Sequence[dict]) -> str:
     return buf.getvalue()
 
 
-def column_slices(engine: Engine, req: EvalRequest, info: lg.RunInfo, by: str, stats, counts, units, bins: int,
-                  level: float, min_slice: int, slice_bins: int, name: str) -> list[dict]:
-    """Slice records of the metadata column ``by`` for the shipped calibrator: calibview.core.slices when it is
-    installed (every metric, deltas and flags), else the ECE of each group (release_stats.group_slices)."""
-    try:
-        from .slices import evaluate_slices
-    except ImportError:
-        evaluate_slices = None
-    if evaluate_slices is not None:
-        res = evaluate_slices(engine, replace(req, calibrators=(name,)), by, slice_bins=slice_bins,
-                              min_slice=min_slice)
-        return [r for r in res.records if r.get("calibrator", name) == name and r.get("slice") is not None]
-    if by == "class":
-        return rs.class_slices(stats, counts, units, bins, level, min_slice, info.class_names)
-    codes, names = rs.meta_codes(info.file, info.split(req.eval_split).path, by, stats.n, slice_bins)
-    out = rs.group_slices(stats, codes, names, counts, units, bins, level, min_slice)
-    if all(r["below_min"] for r in out):
-        raise CalibviewError(f"No slice of {by!r} has {min_slice} samples (--min-slice); lower it or pick another "
-                             f"column.")
-    return out
+def column_slices(engine: Engine, req: EvalRequest, by: str, min_slice: int, slice_bins: int, name: str
+                  ) -> list[dict]:
+    """The slice records of ``calibview slices --by COLUMN`` for the shipped calibrator (whole split left out),
+    each with ``below_min``."""
+    from .slices import evaluate_slices
+
+    res = evaluate_slices(engine, replace(req, calibrators=(name,)), by, slice_bins=slice_bins, min_slice=min_slice)
+    return [{**r, "below_min": r["n"] < min_slice} for r in res.records
+            if r["calibrator"] == name and r["slice"] is not None]
 
 
 def criteria_json(rows: Sequence[Criterion]) -> list[dict]:

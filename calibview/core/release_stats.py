@@ -1,96 +1,61 @@
 """The per-sample statistics the release, the acceptance check and drift need: the true-class slices (per-class
 ECE), the high-confidence audit, the risk-coverage curve and the thresholds for a target precision.
 
-Each is a small function of one calibrator's per-sample vectors (:class:`calibview.core.metrics.SampleStats`) so
-that :mod:`calibview.core.release` does not care where it comes from: :mod:`calibview.core.slices` and
-:mod:`calibview.core.selective` are used when they are installed, and the minimal versions here (same definitions,
-issue 10) stand in until then. Swap a function here, nothing else changes.
+The per-class slices are those of :mod:`calibview.core.slices` (``--by class``). The selective-prediction pieces
+are minimal versions of the definitions of issue 10 until :mod:`calibview.core.selective` lands: swap a function
+here, nothing else changes.
 """
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Mapping, Optional, Sequence
 
 import numpy as np
 from scipy.stats import norm
 
-from .bootstrap import percentile_interval
-from .metrics import SampleStats, binned_metrics, equal_width_bin, wilson_interval
+from .metrics import wilson_interval
 
 #: the high-confidence thresholds audited by default (issue 10, "Selective prediction and thresholds")
 DEFAULT_AUDIT = (0.9, 0.95, 0.99)
 
 
-def class_slices(stats: SampleStats, counts, units, bins: int, level: float, min_slice: int,
-                 class_names: Optional[Sequence[str]] = None) -> list[dict]:
-    """One record per true class c (``--by class``): the top-label ECE of the samples whose label is c, with the
-    paired bootstrap interval of the split's resamples restricted to them; see :func:`group_slices`."""
-    names = [str(class_names[c]) if class_names is not None else str(c) for c in range(stats.k)]
-    out = group_slices(stats, stats.labels, names, counts, units, bins, level, min_slice)
-    for c, rec in enumerate(out):
-        rec["class_index"] = c
-    return out
+class _WithGiven:
+    """The engine calls :func:`calibview.core.slices.evaluate_slices` makes, with the shipped calibrators given
+    (applied as they are, the fit split not read)."""
+
+    def __init__(self, engine, given: Optional[Mapping]) -> None:
+        self._engine, self._given = engine, dict(given or {})
+
+    def scored(self, req, **kw):
+        return self._engine.scored(req, given=self._given, **kw)
+
+    def fitted(self, req, **kw):
+        return self._engine.fitted(req, given=self._given, **kw)
+
+    def resamples(self, req):
+        return self._engine.resamples(req, given=self._given)
 
 
-def group_slices(stats: SampleStats, codes: np.ndarray, names: Sequence[str], counts, units, bins: int,
-                 level: float, min_slice: int) -> list[dict]:
-    """One record per group g (``codes == g``): ``{"slice", "n", "accuracy", "ece", "ece_lo", "ece_hi",
-    "below_min"}``. ``counts``: the split's (n_boot, units) uint8 resample counts or None; ``units``: (N,) unit of
-    each sample or None (a unit is a sample). Groups below ``min_slice`` samples keep their n and no numbers."""
+def class_slices(engine, req, name: str, min_slice: int, class_names: Sequence[str],
+                 given: Optional[Mapping] = None) -> list[dict]:
+    """One record per class c of ``class_names`` for calibrator ``name``: the true-class slice of ``calibview slices
+    --by class`` (:func:`calibview.core.slices.evaluate_slices`: every metric with the split's resamples restricted
+    to the slice) plus ``class_index`` and ``below_min`` (fewer than ``min_slice`` samples: no interval, left out
+    of the per-class criterion). A class without samples in the split has n = 0 and NaN metrics."""
+    from dataclasses import replace
+
+    from .slices import evaluate_slices
+
+    res = evaluate_slices(_WithGiven(engine, given), replace(req, calibrators=(name,)), "class",
+                          min_slice=min_slice, smooth_intervals=False)
+    by_name = {r["slice"]: r for r in res.records if r["calibrator"] == name and r["slice"] is not None}
     out = []
-    for g, name in enumerate(names):
-        idx = np.flatnonzero(codes == g)
-        rec = {"slice": str(name), "n": int(idx.size), "below_min": bool(idx.size < min_slice),
-               "accuracy": float("nan"), "ece": float("nan"), "ece_lo": float("nan"), "ece_hi": float("nan")}
-        if idx.size and not rec["below_min"]:
-            conf, correct = stats.conf[idx], stats.correct[idx]
-            rec["accuracy"] = float(correct.mean())
-            rec["ece"] = float(binned_metrics(conf, correct, bins)["ece"])
-            if counts is not None:
-                cols = idx if units is None else np.asarray(units)[idx]
-                w = np.asarray(counts[:, cols], dtype=np.float64)          # (n_boot, n_g): the paired weights
-                dist = _weighted_ece(w, conf, correct, bins)
-                if np.isfinite(dist).any():
-                    iv = percentile_interval(dist[np.isfinite(dist)], level)
-                    rec["ece_lo"], rec["ece_hi"] = iv.lo, iv.hi
+    for c, cname in enumerate(class_names):
+        rec = dict(by_name.get(str(cname), {"slice": str(cname), "n": 0, "ece": float("nan"), "accuracy":
+                                             float("nan"), "ece_lo": float("nan"), "ece_hi": float("nan")}))
+        rec.update(class_index=c, below_min=bool(rec["n"] < min_slice))
         out.append(rec)
     return out
-
-
-def meta_codes(file: str, split_path: str, column: str, n: int, slice_bins: int = 4
-               ) -> tuple[np.ndarray, list[str]]:
-    """(group code per sample, group names) of the metadata column ``<split>/meta/<column>``: integers and strings
-    are categories, floats ``slice_bins`` quantile groups."""
-    import h5py
-
-    from .errors import CalibviewError
-
-    with h5py.File(file, "r") as f:
-        path = f"{split_path}/meta/{column}"
-        if path not in f:
-            raise CalibviewError(f"{file}: there is no metadata column {column!r} ({path}); list the columns with "
-                                 f"calibview runs.")
-        values = f[path][()]
-    if values.shape != (n,):
-        raise CalibviewError(f"{file}: {path} has shape {values.shape} but the split has {n} samples.")
-    if values.dtype.kind == "f":
-        edges = np.unique(np.quantile(values, np.linspace(0, 1, slice_bins + 1)))
-        codes = np.clip(np.searchsorted(edges, values, side="right") - 1, 0, len(edges) - 2)
-        return codes, [f"[{edges[i]:.4g}, {edges[i + 1]:.4g}]" for i in range(len(edges) - 1)]
-    if values.dtype.kind in "OSU":
-        values = np.array([v.decode() if isinstance(v, bytes) else str(v) for v in values])
-    cats, codes = np.unique(values, return_inverse=True)
-    return codes, [str(c) for c in cats]
-
-
-def _weighted_ece(w: np.ndarray, conf: np.ndarray, correct: np.ndarray, bins: int) -> np.ndarray:
-    """(R,) equal-width ECE of each resample given as per-sample weights (R, n)."""
-    onehot = np.zeros((conf.size, bins))
-    onehot[np.arange(conf.size), equal_width_bin(conf, bins)] = 1.0
-    total = w.sum(axis=1)
-    gap = w @ (onehot * conf[:, None]) - w @ (onehot * correct[:, None])
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.abs(gap).sum(axis=1) / total
 
 
 def audit(conf: np.ndarray, correct: np.ndarray, thresholds: Sequence[float] = DEFAULT_AUDIT,

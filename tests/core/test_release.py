@@ -11,7 +11,7 @@ from scipy.stats import binomtest
 from _release_data import NAMES, RUN, ece_direct, softmax, toy_logits, write_toy
 from calibview.core import release as rel
 from calibview.core import release_stats as rs
-from calibview.core.acceptance import Limits, evaluate_config
+from calibview.core.acceptance import evaluate_config
 from calibview.core.drift import drift
 from calibview.core.engine import Engine
 from calibview.core.errors import CalibviewError
