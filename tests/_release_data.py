@@ -27,7 +27,8 @@ def write_toy(path, *, n: int = 600, shadow_scale: float = 3.5, k: int = 3, val_
     if k != 3:           # another class count under the same run name
         splits = {s: ("logits", np.pad(z, ((0, 0), (0, k - 3))), y) for s, (_, z, y) in splits.items()}
         names = NAMES + tuple(f"c{i}" for i in range(3, k))
-    lg.write_splits(path, "net", "toy", splits, class_names=names)
+    meta = {s: {"region": np.where(np.arange(len(y)) % 3 == 0, "north", "south")} for s, (_, _, y) in splits.items()}
+    lg.write_splits(path, "net", "toy", splits, class_names=names, meta=meta)
     return str(path)
 
 

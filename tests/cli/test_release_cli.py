@@ -25,7 +25,7 @@ def toy(tmp_path_factory):
 def shipped(toy, tmp_path_factory):
     out = tmp_path_factory.mktemp("release") / "rel"
     rc = main(["release", toy, "--run", RUN, "--calibrator", "ts", "--fit-split", "val", "--eval-split", "deploy",
-               "--target-precision", "0.9", "--no-diagram", "-o", str(out), *FAST])
+               "--target-precision", "0.9", "--by", "region", "--no-diagram", "-o", str(out), *FAST])
     assert rc == 0
     return out
 
@@ -52,6 +52,7 @@ def test_release_writes_the_material(shipped):
     assert per_class[0].startswith("class_index,class_name,n,") and len(per_class) == 4
     html = (shipped / "report.html").read_text()
     assert "http://" not in html and "https://" not in html and "<svg" in html
+    assert "Slices by region" in html and ">north<" in html and ">south<" in html
 
 
 @pytest.mark.qt
