@@ -89,11 +89,12 @@ def request_for(config: Mapping[str, Any], info: lg.RunInfo, split: str, *, n_bo
 
 def evaluate_config(engine: Engine, config: Mapping[str, Any], file: str, split: str, *, run: Optional[str] = None,
                     min_slice: int = 30, n_boot: Optional[int] = None, device: str = "auto",
-                    calibrators: tuple = (), path: str = "the config", whole: bool = False, progress=None,
-                    cancel: Optional[threading.Event] = None) -> Checked:
+                    calibrators: tuple = (), path: str = "the config", whole: bool = False,
+                    per_class: bool = True, progress=None, cancel: Optional[threading.Event] = None) -> Checked:
     """Verify the config against ``file`` (run, class count, fit-data hash), then evaluate its calibrator on
     ``split`` with its settings. A config refitted on half of a split (``provenance.eval_rows``) is checked on its
-    verify half of that split unless ``whole``. Raises CalibviewError (one sentence) for bad input."""
+    verify half of that split unless ``whole``; ``per_class=False`` skips the true-class slices. Raises
+    CalibviewError (one sentence) for bad input."""
     info = rel.matching_run(config, file, path, run)
     info.split(split)
     fit_hash = rel.check_fit_hash(config, info, path)
@@ -102,12 +103,12 @@ def evaluate_config(engine: Engine, config: Mapping[str, Any], file: str, split:
     if spec and int(spec["of"]) != info.split(split).n:
         spec = None                              # another split of that name: checked whole
     if not spec:
-        return _evaluate(engine, config, info, split, None, min_slice, n_boot, device, calibrators, fit_hash,
-                         progress, cancel)
+        return _evaluate(engine, config, info, split, None, min_slice if per_class else None, n_boot, device,
+                         calibrators, fit_hash, progress, cancel)
     with tempfile.TemporaryDirectory(prefix="calibview-check-") as tmp:
         sub = rel.write_subset(info, {split: rel.rows_of(spec)}, tmp, split)
-        return _evaluate(engine, config, sub, split, (info, spec), min_slice, n_boot, device, calibrators,
-                         fit_hash, progress, cancel)
+        return _evaluate(engine, config, sub, split, (info, spec), min_slice if per_class else None, n_boot,
+                         device, calibrators, fit_hash, progress, cancel)
 
 
 def _evaluate(engine, config, info, split, rows, min_slice, n_boot, device, calibrators, fit_hash, progress,
@@ -120,7 +121,7 @@ def _evaluate(engine, config, info, split, rows, min_slice, n_boot, device, cali
     given = {name: fitted}
     ev = engine.evaluate(req, progress=progress, cancel=cancel, given=given)
     stats = engine.scored(req, given=given)[name].stats
-    slices = rs.class_slices(engine, req, name, min_slice, config["class_names"], given)
+    slices = [] if min_slice is None else rs.class_slices(engine, req, name, min_slice, config["class_names"], given)
     sha = (rel.split_sha256(info.file, info, split) if rows is None else
            rel.split_sha256(rows[0].file, rows[0], split, rel.rows_of(rows[1])))
     return Checked(evaluation=ev, name=name, stats=stats, class_slices=slices, split=split, split_sha256=sha,

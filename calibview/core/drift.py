@@ -49,8 +49,8 @@ def drift(engine: Engine, config: Mapping[str, Any], file: str, split: str, *, r
     if run is not None and run.strip("/") != rel.run_name(config):
         raise CalibviewError(f"{path} was released for run {rel.run_name(config)}, not {run}; give the run "
                                  f"of the same model with --run.")
-    checked = evaluate_config(engine, config, file, split, run=run, n_boot=n_boot, device=device, path=path, whole=True,
-                              progress=progress, cancel=cancel)
+    checked = evaluate_config(engine, config, file, split, run=run, n_boot=n_boot, device=device, path=path,
+                              whole=True, per_class=False, progress=progress, cancel=cancel)
     archived = config["metrics"]
     rows = []
     for m in METRIC_NAMES:
