@@ -122,6 +122,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_eval_options(p)
     p.add_argument("--out", "-o", required=True, help="output directory")
     p.add_argument("--no-diagram", action="store_true", help="skip diagram.png (it needs Qt, drawn offscreen)")
+    from .core.report_selective import add_report_options
+    add_report_options(p)          # --audit, --target-precision: selective.csv, audit.csv, thresholds.csv
 
     p = sub.add_parser("metrics", help="print the metric rows (as JSON with --json, else a table)")
     _add_eval_options(p)
@@ -234,8 +236,9 @@ def _requests(args) -> list:
     return requests
 
 
-def _evaluate_all(args) -> list:
-    """Every run's evaluations, one per setting of the command line (an ablation shares fits and scores)."""
+def _evaluate_all(args, engine=None) -> list:
+    """Every run's evaluations, one per setting of the command line (an ablation shares fits and scores); pass
+    an ``engine`` to reuse its cache afterwards."""
     from .core.engine import Engine
     from .core.evaluate import check_request
     from dataclasses import replace
@@ -247,7 +250,7 @@ def _evaluate_all(args) -> list:
             check_request(replace(req, bins=s.bins, bandwidth=s.bandwidth, kernel=s.kernel))
     bar = ProgressBar(enabled=False if args.quiet else None)
     cancel = threading.Event()
-    engine = Engine()
+    engine = engine or Engine()
     results = []
     try:
         for i, req in enumerate(requests):
@@ -259,10 +262,19 @@ def _evaluate_all(args) -> list:
 
 
 def _cmd_report(args) -> int:
+    from .core.engine import Engine
     from .core.report import write_report
+    from .core.report_selective import check_target, parse_thresholds, write_selective
 
-    evaluations = _evaluate_all(args)
+    audit = parse_thresholds(args.audit)
+    check_target(args.target_precision)
+    engine = Engine()
+    evaluations = _evaluate_all(args, engine)
     paths, messages = write_report(evaluations, args.out)
+    more, notes = write_selective(engine, evaluations, args.out, audit, args.target_precision)
+    paths += more
+    for note in notes:
+        print(f"calibview: {note}", file=sys.stderr)
     for message in messages:
         logging.getLogger("calibview").warning(f"note: {message}")
     firsts = _first_settings(evaluations)

@@ -32,6 +32,7 @@ from typing import Callable, Mapping, Optional, Sequence
 import numpy as np
 import torch
 
+from . import auroc as au
 from . import calibrators as calib
 from . import logits as lg
 from . import shards, stream
@@ -85,6 +86,8 @@ class Scored:
     classwise_dist: MappingProxyType           # B -> (n_boot,) float64, or None (no interval, see notes)
     argmax_changed: float
     notes: tuple[str, ...] = ()
+    auroc: float = float("nan")                # macro one-vs-rest AUROC (calibview.core.auroc), counted here
+    auroc_dist: Optional[np.ndarray] = None    # (n_boot,) or None (no interval, see notes)
 
 
 def settings_of(req: EvalRequest, bins: Sequence = (), bandwidths: Sequence = (), kernels: Sequence = ()
@@ -338,19 +341,18 @@ class _Job:
         cws = {nm: (ClasswiseBootstrap(counts, k, units=units, device=self.device)
                     if counts is not None and cw_note is None and not two_pass else None) for nm in names}
         base_pred = torch.empty(n, dtype=torch.int64, device=self.device)
-        chunks = (scores.chunks() if stream.is_streamed(scores) else
-                  stream.tensor_chunks(scores, labels, chunk_rows(k)))
-        for start, z, y in chunks:
+        pos = {nm: torch.empty(n, dtype=torch.float64, device=self.device) for nm in names}
+        for start, z, y in self._chunks(scores, labels):
             check_cancel(self.cancel)
             stream.trim_heap()          # the previous chunk's temporaries: see stream.trim_heap (in memory too)
             base_pred[start:start + z.shape[0]] = z.argmax(dim=1)
             for nm in names:
-                cw = cws[nm]
-                accs[nm].add(start, self.fitted[nm].apply(z), y, cw.add if cw is not None else None)
+                accs[nm].add(start, self.fitted[nm].apply(z), y, _on_chunk(pos[nm], cws[nm]))
             stop = start + z.shape[0]
             report(self.progress, span[0] + (span[1] - span[0]) * stop / n * (0.5 if two_pass else 1.0),
                    f"scoring {label}: {stop:,} of {n:,} rows")
         base_pred = base_pred.cpu().numpy()
+        aurocs = self._auroc_pass(scores, labels, names, pos, counts, units, span)
         for nm in names:
             check_cancel(self.cancel)
             stats = accs[nm].result(labels)
@@ -368,14 +370,50 @@ class _Job:
             elif r.n_boot:
                 notes.append(cw_note)
                 dists = {b: None for b in bins[nm]}
+            auroc, auroc_dist, auroc_note = aurocs[nm]
             scored = Scored(stats=stats, bins=bins[nm],
                             classwise_sums=MappingProxyType({b: accs[nm].classwise_sums(b) for b in bins[nm]}),
                             classwise_dist=MappingProxyType(dists),
-                            argmax_changed=float((stats.pred != base_pred).mean()), notes=tuple(notes))
+                            argmax_changed=float((stats.pred != base_pred).mean()),
+                            notes=tuple(notes) + ((auroc_note,) if auroc_note else ()),
+                            auroc=auroc, auroc_dist=auroc_dist)
             self.scored[nm] = self.cache.put(self.score_key(nm), scored)
             self.counters["scored"].append((nm, r.eval_split))
             accs[nm] = cws[nm] = None
             self._emit_partial()
+
+    def _chunks(self, scores, labels):
+        """The scoring pass's chunks (the AUROC pass must see the same rows together: same bits)."""
+        return (scores.chunks() if stream.is_streamed(scores) else
+                stream.tensor_chunks(scores, labels, chunk_rows(self.k)))
+
+    def _auroc_pass(self, scores, labels, names, pos, counts, units, span) -> dict:
+        """name -> (auroc, (n_boot,) resampled auroc or None, note or None): a second pass over the chunks counts
+        every probability against the sorted positives collected while scoring (calibview.core.auroc); when the
+        interval is affordable the (small) probability matrix is kept for it."""
+        r, n, k = self.req, self.n, self.k
+        note = au.boot_note(r.n_boot, n, k) if r.n_boot else None
+        if r.n_boot and note is None and counts is None:
+            note = "no AUROC interval: the resample counts were not kept (see the class-wise ECE note)"
+        keep = bool(r.n_boot) and note is None
+        y_np = labels.cpu().numpy()
+        counters = {nm: au.AurocCounter(y_np, pos[nm], k) for nm in names}
+        kept = {nm: torch.empty((n, k), dtype=torch.float64) for nm in names} if keep else {}
+        t1 = time.perf_counter()
+        for start, z, y in self._chunks(scores, labels):
+            check_cancel(self.cancel)
+            for nm in names:
+                p = self.fitted[nm].apply(z).exp()
+                counters[nm].add(p)
+                if keep:
+                    kept[nm][start:start + z.shape[0]] = p.cpu()
+            report(self.progress, span[1], f"AUROC: {start + z.shape[0]:,} of {n:,} rows")
+        out = {}
+        for nm in names:
+            dist = au.resampled_auroc(kept[nm].numpy(), y_np, counts, units) if keep else None
+            out[nm] = (counters[nm].value(), dist, note)
+        self.timings["auroc"] = self.timings.get("auroc", 0.0) + time.perf_counter() - t1
+        return out
 
     def _classwise_pass(self, scores, labels, name, counts, stats, bins, span) -> ClasswiseBootstrap:
         """The class-wise accumulator of a large in-memory split, restricted to the classes that need the dense
@@ -483,7 +521,7 @@ class _Job:
         sc, fitted = self.scored[name], self.fitted[name]
         common, binned = self._point(name, ("common",)), self._point(name, ("binned", b))
         kern = self._point(name, ("kernel", s.bandwidth, s.kernel))
-        values = {**common["values"], **binned["values"], **kern["values"]}
+        values = {**common["values"], **binned["values"], **kern["values"], "auroc": sc.auroc}
         dists = {}
         if self.req.n_boot:
             for part in (("common",), ("binned", b), ("kernel", s.bandwidth, s.kernel)):
@@ -492,6 +530,8 @@ class _Job:
                 dists["classwise_ece"] = sc.classwise_dist[b]
             if "brier" in dists:
                 dists["tot"] = dists["brier"]      # TOT is the Brier score, whatever the bandwidth
+            if sc.auroc_dist is not None and dists:
+                dists["auroc"] = sc.auroc_dist
         metrics = {}
         for m in METRIC_NAMES:
             iv = percentile_interval(dists[m], self.req.level) if m in dists else None
@@ -513,6 +553,16 @@ class _Job:
         return (f"evaluated {self.run_info.name} fit={self.req.fit_split or 'none'} eval={self.req.eval_split}: "
                 f"fitted {len(c.fitted)}, reused {len(c.reused)}, scored {len(c.scored)}, "
                 f"{time.perf_counter() - self.t0:.2f} s")
+
+
+def _on_chunk(pos: torch.Tensor, cw: Optional[ClasswiseBootstrap]):
+    """The scoring pass's per-chunk consumer: keep each row's label probability for the AUROC (before the
+    class-wise accumulator, which overwrites the probabilities)."""
+    def consume(start, lp, p, y):
+        pos[start:start + p.shape[0]] = au.positives(p, y)
+        if cw is not None:
+            cw.add(start, lp, p, y)
+    return consume
 
 
 def _frozen(a: np.ndarray) -> np.ndarray:

@@ -27,10 +27,15 @@ HEADERS = {
     "accuracy": "Acc %", "nll": "NLL", "brier": "Brier", "brier_top": "Brier (top)", "ece": "ECE %",
     "rmsce": "RMSCE %", "mce": "MCE %", "ace": "ACE %", "classwise_ece": "CW-ECE %", "debiased_ece": "dECE %",
     "smece": "smECE %", "cal": "CAL", "tot": "TOT", "sharpness_gap": "Sharp. gap",
+    "aurc": "AURC", "e_aurc": "E-AURC", "acc_at_cov80": "Acc@80 %", "acc_at_cov90": "Acc@90 %",
+    "acc_at_cov95": "Acc@95 %", "cov_at_acc95": "Cov@95 %", "cov_at_acc99": "Cov@99 %", "auroc": "AUROC",
+    "auroc_correct": "AUROC (correct)",
 }
 #: Shown ×100 in the table only; the CSV, the tooltips and Qt.UserRole keep plain fractions.
-PERCENT = frozenset({"accuracy", "ece", "rmsce", "mce", "ace", "classwise_ece", "debiased_ece", "smece"})
-HIGHER_IS_BETTER = frozenset({"accuracy"})
+PERCENT = frozenset({"accuracy", "ece", "rmsce", "mce", "ace", "classwise_ece", "debiased_ece", "smece",
+                     "acc_at_cov80", "acc_at_cov90", "acc_at_cov95", "cov_at_acc95", "cov_at_acc99"})
+HIGHER_IS_BETTER = frozenset({"accuracy", "acc_at_cov80", "acc_at_cov90", "acc_at_cov95", "cov_at_acc95",
+                              "cov_at_acc99", "auroc", "auroc_correct"})
 _RIGHT = Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
 _DISPLAY, _TOOLTIP, _USER = (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.ToolTipRole, Qt.ItemDataRole.UserRole)
 
