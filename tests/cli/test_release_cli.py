@@ -183,3 +183,10 @@ def test_apply_with_the_inference_config_reproduces_apply_with_calibrators_json(
                  "-o", str(tmp_path / "c.h5")]) == 2
     _one_sentence_error(capsys)
     assert not (tmp_path / "c.h5").exists()
+    cfg = json.loads((shipped / "inference_config.json").read_text())
+    cfg["calibrator"]["params"]["temperature"] = 1.0
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps(cfg))
+    assert main(["apply", str(edited), toy, "--run", RUN, "--split", "shadow", "-o", str(tmp_path / "d.h5")]) == 2
+    assert "modified after it was written" in _one_sentence_error(capsys)
+    assert not (tmp_path / "d.h5").exists()
