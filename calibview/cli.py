@@ -135,7 +135,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", nargs="?", help="HDF5 logits file (default: the bundled demo)")
 
     p = sub.add_parser("apply", help="apply a fitted calibrator (JSON) to a split and write its probabilities")
-    p.add_argument("calibrator", help="calibrators.json of a report, or one calibrator's JSON")
+    p.add_argument("calibrator", help="calibrators.json of a report, one calibrator's JSON, or the "
+                                      "inference_config.json of a release")
     p.add_argument("file", help="HDF5 logits file to calibrate")
     p.add_argument("--run", required=True, metavar="MODEL/DATASET")
     p.add_argument("--split", required=True)
@@ -400,7 +401,8 @@ def _cmd_runs(args) -> int:
 
 
 def _load_calibrator(path: str, run_name: str, use: Optional[str]):
-    """One calibrator from a JSON file: a single calibrator, or a report's list (picked by run and name)."""
+    """One calibrator from a JSON file: a single calibrator, a report's list (picked by run and name), or a verified
+    inference config (its run must be ``run_name``)."""
     import json
 
     from .core import calibrators as calib
@@ -413,6 +415,14 @@ def _load_calibrator(path: str, run_name: str, use: Optional[str]):
     except json.JSONDecodeError as e:
         raise CalibviewError(f"{path} is not valid JSON (line {e.lineno}): give a calibrators.json written by "
                              "calibview report.") from None
+    if isinstance(obj, dict) and "schema" in obj:         # an inference config of calibview release
+        from .core import release as rel
+
+        config = rel.verify_config(obj, path)
+        if rel.run_name(config) != run_name:
+            raise CalibviewError(f"{path} was released for run {rel.run_name(config)}, not {run_name}; apply it to "
+                                 "the run of the same model.")
+        return rel.calibrator_of(config)
     if isinstance(obj, dict):
         return calib.from_json(obj)
     if not isinstance(obj, list):

@@ -21,12 +21,13 @@ as soon as it is scored (intervals pending), then everything.
 from __future__ import annotations
 
 import itertools
+import json
 import logging
 import threading
 import time
 from dataclasses import dataclass, replace
 from types import MappingProxyType
-from typing import Callable, Optional, Sequence
+from typing import Callable, Mapping, Optional, Sequence
 
 import numpy as np
 import torch
@@ -106,50 +107,55 @@ class Engine:
     # --- the public calls --------------------------------------------------------------------------------------
 
     def evaluate(self, req: EvalRequest, *, progress=None, cancel: Optional[threading.Event] = None,
-                 on_partial: Optional[Callable[[Evaluation], None]] = None) -> Evaluation:
-        """One setting: the request's bins, bandwidth and kernel."""
+                 on_partial: Optional[Callable[[Evaluation], None]] = None,
+                 given: Optional[Mapping[str, calib.Fitted]] = None) -> Evaluation:
+        """One setting: the request's bins, bandwidth and kernel. ``given`` maps calibrator names of the request to
+        calibrators fitted elsewhere (a shipped inference config): they are applied as they are, not refitted,
+        and the fit split need not be in the file."""
         partial = None if on_partial is None else (lambda evs: on_partial(evs[0]))
-        return self.evaluate_settings(req, None, progress=progress, cancel=cancel, on_partial=partial)[0]
+        return self.evaluate_settings(req, None, progress=progress, cancel=cancel, on_partial=partial,
+                                      given=given)[0]
 
     def evaluate_settings(self, req: EvalRequest, settings: Optional[Sequence[Setting]] = None, *,
                           progress=None, cancel: Optional[threading.Event] = None,
-                          on_partial: Optional[Callable[[list[Evaluation]], None]] = None) -> list[Evaluation]:
+                          on_partial: Optional[Callable[[list[Evaluation]], None]] = None,
+                          given: Optional[Mapping[str, calib.Fitted]] = None) -> list[Evaluation]:
         """One :class:`Evaluation` per setting (an ablation); fits, scores and resamples are shared."""
         t0 = time.perf_counter()
         settings = list(settings or settings_of(req))
         for s in settings:                       # the whole request is validated before any work
             check_request(replace(req, bins=s.bins, bandwidth=s.bandwidth, kernel=s.kernel))
-        job = _Job(self, req, settings, progress, cancel, on_partial, t0)
+        job = _Job(self, req, settings, progress, cancel, on_partial, t0, given)
         evaluations = job.run()
         log.info(job.log_line(evaluations[0]))
         return evaluations
 
-    def scored(self, req: EvalRequest, *, progress=None, cancel: Optional[threading.Event] = None
-               ) -> dict[str, Scored]:
+    def scored(self, req: EvalRequest, *, progress=None, cancel: Optional[threading.Event] = None,
+               given: Optional[Mapping[str, calib.Fitted]] = None) -> dict[str, Scored]:
         """The fit and score stages alone (cached like everything else): calibrator name -> :class:`Scored`, whose
         ``stats`` holds the per-sample vectors (confidence, arg-max, correctness, NLL, Brier, label) of the
         evaluation split. What slices, selective prediction and thresholds are computed from."""
         check_request(req)
-        job = _Job(self, req, settings_of(req), progress, cancel, None, time.perf_counter())
+        job = _Job(self, req, settings_of(req), progress, cancel, None, time.perf_counter(), given)
         job._fit_all()
         job._score_all()
         return dict(job.scored)
 
-    def fitted(self, req: EvalRequest, *, progress=None, cancel: Optional[threading.Event] = None
-               ) -> dict[str, calib.Fitted]:
+    def fitted(self, req: EvalRequest, *, progress=None, cancel: Optional[threading.Event] = None,
+               given: Optional[Mapping[str, calib.Fitted]] = None) -> dict[str, calib.Fitted]:
         """The fit stage alone: calibrator name -> fitted calibrator (cached)."""
         check_request(req)
-        job = _Job(self, req, settings_of(req), progress, cancel, None, time.perf_counter())
+        job = _Job(self, req, settings_of(req), progress, cancel, None, time.perf_counter(), given)
         job._fit_all()
         return dict(job.fitted)
 
-    def distributions(self, req: EvalRequest, *, progress=None, cancel: Optional[threading.Event] = None
-                      ) -> dict[str, dict[str, np.ndarray]]:
+    def distributions(self, req: EvalRequest, *, progress=None, cancel: Optional[threading.Event] = None,
+                      given: Optional[Mapping[str, calib.Fitted]] = None) -> dict[str, dict[str, np.ndarray]]:
         """The bootstrap distributions behind the intervals of ``req`` (its one setting): calibrator name ->
         metric -> (n_boot,) float64 (empty when ``req.n_boot`` is 0; a metric without an interval is absent).
         Cached like everything else: after :meth:`evaluate` of the same request this computes nothing."""
         check_request(req)
-        job = _Job(self, req, settings_of(req), progress, cancel, None, time.perf_counter())
+        job = _Job(self, req, settings_of(req), progress, cancel, None, time.perf_counter(), given)
         job._fit_all()
         job._score_all()
         if not req.n_boot:
@@ -158,12 +164,13 @@ class Engine:
         s = job.settings[0]
         return {nm: job._dists(nm, job.bins_of[s], s) for nm in job.names}
 
-    def resamples(self, req: EvalRequest) -> tuple[Optional[torch.Tensor], Optional[torch.Tensor]]:
+    def resamples(self, req: EvalRequest, given: Optional[Mapping[str, calib.Fitted]] = None
+                  ) -> tuple[Optional[torch.Tensor], Optional[torch.Tensor]]:
         """The evaluation split's bootstrap resamples as used by every interval of ``req``: ((n_boot, units) uint8
         counts or None when they would not fit COUNTS_BUDGET, (N,) unit of each sample or None). Restricting the
         columns to a subset of samples gives that subset's paired resamples."""
         check_request(req)
-        job = _Job(self, req, settings_of(req), None, None, None, time.perf_counter())
+        job = _Job(self, req, settings_of(req), None, None, None, time.perf_counter(), given)
         counts, units, _ = job._resamples()
         return counts, units
 
@@ -172,7 +179,7 @@ class _Job:
     """The state of one request while it runs through the stages."""
 
     def __init__(self, engine: Engine, req: EvalRequest, settings: list[Setting], progress, cancel, on_partial,
-                 t0: float) -> None:
+                 t0: float, given: Optional[Mapping[str, calib.Fitted]] = None) -> None:
         self.cache, self.req, self.settings = engine.cache, req, settings
         self.progress, self.cancel, self.on_partial, self.t0 = progress, cancel, on_partial, t0
         self.device = resolve_device(req.device)
@@ -181,7 +188,8 @@ class _Job:
         self.ident = file_identity(req.file)
         self.cache.forget_file(req.file, self.ident)
         self.names = tuple(req.calibrators)
-        self.needs_fit = any(c != "none" for c in self.names)
+        self.given = dict(given or {})
+        self.needs_fit = any(c != "none" and c not in self.given for c in self.names)
         self.run_info.split(req.eval_split)
         if self.needs_fit:
             self.run_info.split(req.fit_split)
@@ -201,6 +209,10 @@ class _Job:
     def fit_key(self, name: str) -> tuple:
         if name == "none":               # the identity: the same whatever the fit split
             return ("fit", self.req.file, self.ident, self.run_info.name, None, "none", ())
+        if name in self.given:           # fitted elsewhere: keyed by what it is, not where it came from
+            g = self.given[name].to_json()
+            return ("fit", self.req.file, self.ident, self.run_info.name, "given", g["method"],
+                    json.dumps(g["params"], sort_keys=True))
         opts = tuple(sorted(self.req.options_for(name).items()))
         return ("fit", self.req.file, self.ident, self.run_info.name, self.req.fit_split, name, opts)
 
@@ -239,7 +251,9 @@ class _Job:
         todo = []
         for name in self.names:
             hit = self.cache.get(self.fit_key(name))
-            if name == "none":
+            if name in self.given and name != "none":
+                self.fitted[name] = self.given[name]
+            elif name == "none":
                 self.fitted[name] = hit or self.cache.put(self.fit_key(name),
                                                           calib.Fitted(method="none", k=self.k, params={}))
             elif hit is not None:
@@ -514,7 +528,9 @@ class _Job:
         return out
 
     def _n_fit(self) -> int:
-        return self.run_info.split(self.req.fit_split).n if self.needs_fit else 0
+        if self.needs_fit:
+            return self.run_info.split(self.req.fit_split).n
+        return max([int(f.fit_info.get("n", 0) or 0) for f in self.given.values()] or [0])
 
     def _result(self, name: str, b: int, s: Setting, pending: bool) -> CalibratorResult:
         sc, fitted = self.scored[name], self.fitted[name]
