@@ -386,11 +386,13 @@ class _Job:
                 notes.append(cw_note)
                 dists = {b: None for b in bins[nm]}
             auroc, auroc_dist, auroc_note = aurocs[nm]
+            if auroc_note:      # routine above the work budget (documented), so information, not a warning
+                log.info("%s %s: %s", self.run_info.name, nm, auroc_note)
             scored = Scored(stats=stats, bins=bins[nm],
                             classwise_sums=MappingProxyType({b: accs[nm].classwise_sums(b) for b in bins[nm]}),
                             classwise_dist=MappingProxyType(dists),
                             argmax_changed=float((stats.pred != base_pred).mean()),
-                            notes=tuple(notes) + ((auroc_note,) if auroc_note else ()),
+                            notes=tuple(notes),
                             auroc=auroc, auroc_dist=auroc_dist)
             self.scored[nm] = self.cache.put(self.score_key(nm), scored)
             self.counters["scored"].append((nm, r.eval_split))
