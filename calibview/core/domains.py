@@ -14,9 +14,8 @@ import csv
 import io
 from typing import Callable, Optional, Sequence
 
-import numpy as np
 
-from .bootstrap import percentile_interval
+from .deltas import delta_columns, independent_difference, reference_columns  # noqa: F401 (public here)
 from .evaluate import Evaluation
 from .metrics import METRIC_NAMES
 
@@ -41,14 +40,6 @@ def _groups(evaluations: Sequence[Evaluation]) -> list[list[Evaluation]]:
     return list(groups.values())
 
 
-def independent_difference(dist: np.ndarray, ref: np.ndarray, level: float, seed: int):
-    """Percentile interval of ``dist - ref`` over independently paired resamples; None when either is missing."""
-    if dist is None or ref is None or len(dist) == 0 or len(dist) != len(ref):
-        return None
-    perm = np.random.default_rng([seed, 0x0D0A1]).permutation(len(ref))
-    return percentile_interval(np.asarray(dist) - np.asarray(ref)[perm], level)
-
-
 def domain_rows(evaluations: Sequence[Evaluation],
                 distributions: Optional[Callable[[Evaluation], dict]] = None) -> list[dict]:
     """One flat record per run x setting x calibrator x eval split: every metric with its interval, and
@@ -70,19 +61,16 @@ def domain_rows(evaluations: Sequence[Evaluation],
                        "fit_split": req.fit_split if r.name != "none" else (req.fit_split or ""),
                        "eval_split": req.eval_split, "reference_split": ref.request.eval_split, "n": ev.n_eval,
                        "bins": ev.n_bins, "bandwidth": float(req.bandwidth), "kernel": req.kernel}
-                d_ev = dists[id(ev)].get(r.name, {})
-                d_ref = dists[id(ref)].get(r.name, {})
                 for m in METRIC_NAMES:
-                    est, base = r.metrics[m], r_ref.metrics[m]
+                    est = r.metrics[m]
                     row[m], row[f"{m}_lo"], row[f"{m}_hi"] = est.value, est.lo, est.hi
-                    if ev is ref:
-                        delta, iv = 0.0, None
-                    else:
-                        delta = est.value - base.value
-                        iv = independent_difference(d_ev.get(m), d_ref.get(m), req.level, req.seed)
-                    row[f"delta_{m}"] = delta
-                    row[f"delta_{m}_lo"] = iv.lo if iv is not None else float("nan")
-                    row[f"delta_{m}_hi"] = iv.hi if iv is not None else float("nan")
+                if ev is ref:
+                    row.update(reference_columns())
+                else:
+                    row.update(delta_columns(
+                        {m: e.value for m, e in r.metrics.items()}, {m: e.value for m, e in r_ref.metrics.items()},
+                        dists[id(ev)].get(r.name, {}), dists[id(ref)].get(r.name, {}),
+                        lambda d, ref, req=req: independent_difference(d, ref, req.level, req.seed)))
                 rows.append(row)
     return rows
 

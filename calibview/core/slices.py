@@ -36,6 +36,7 @@ from . import logits as lg
 from . import shards, stream
 from .bootstrap import ClasswiseBootstrap, ResampleBlock, Resampler, SampleBootstrap, mixed_classes, \
     percentile_interval
+from .deltas import delta_columns, paired_difference
 from .errors import CalibviewError, check_cancel, report
 from .evaluate import EvalRequest, check_request, resolve_device, scores_tensor
 from .metrics import METRIC_NAMES, SampleStats, StatsAccumulator, chunk_rows, resolve_bins
@@ -446,18 +447,14 @@ def _record(req, run, by, name, s: Slice, values, dists, k, b, min_slice) -> dic
     own, base = values[(name, s.key)], values[(name, -1)]
     d_own, d_base = dists.get((name, s.key)), dists.get((name, -1))
     rec = {"model": run.model, "dataset": run.dataset, "split": req.eval_split, "calibrator": name}
-    deltas = {}
     with np.errstate(all="ignore"):
         for m in METRIC_NAMES:
-            v = float(own.get(m, np.nan))
-            lo = hi = dlo = dhi = float("nan")
+            lo = hi = float("nan")
             if d_own is not None and m in d_own:
                 lo, hi = _interval(d_own[m], req.level)
-                if d_base is not None and m in d_base:
-                    dlo, dhi = _interval(d_own[m] - d_base[m], req.level)
-            rec[m], rec[f"{m}_lo"], rec[f"{m}_hi"] = v, lo, hi
-            deltas[f"delta_{m}"] = v - float(base.get(m, np.nan))
-            deltas[f"delta_{m}_lo"], deltas[f"delta_{m}_hi"] = dlo, dhi
+            rec[m], rec[f"{m}_lo"], rec[f"{m}_hi"] = float(own.get(m, np.nan)), lo, hi
+        deltas = delta_columns(own, base, d_own or {}, d_base or {},
+                               lambda d, ref: paired_difference(d, ref, req.level), metrics=METRIC_NAMES)
     rec.update(settings_of(SimpleNamespace(request=req, n_eval=s.n, k=k, n_bins=b), name))
     rec["slice_column"], rec["slice"] = by, s.name
     rec.update(deltas)
