@@ -126,6 +126,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-diagram", action="store_true", help="skip diagram.png (it needs Qt, drawn offscreen)")
     from .core.report_selective import add_report_options
     add_report_options(p)          # --audit, --target-precision: selective.csv, audit.csv, thresholds.csv
+    from .commands._compare import add_compare_options
+    add_compare_options(p)         # --compare, --reference: compare.csv
 
     p = sub.add_parser("metrics", help="print the metric rows (as JSON with --json, else a table)")
     _add_eval_options(p)
@@ -286,8 +288,11 @@ def _cmd_report(args) -> int:
     from .core.report import write_report
     from .core.report_selective import check_target, parse_thresholds, write_selective
 
+    from .commands import _compare
+
     audit = parse_thresholds(args.audit)
     check_target(args.target_precision)
+    _compare.prepare(args, _requests)         # refuses runs that cannot be compared before any work
     engine = Engine()
     evaluations = _evaluate_all(args, engine)
     paths, messages = write_report(evaluations, args.out)
@@ -297,6 +302,8 @@ def _cmd_report(args) -> int:
         print(f"calibview: {note}", file=sys.stderr)
     if len({ev.request.eval_split for ev in evaluations}) > 1:
         paths.append(_write_domains(evaluations, engine, Path(args.out)))
+    if args.compare:
+        paths.append(_compare.write_compare(engine, evaluations, args, Path(args.out)))
     for message in messages:
         logging.getLogger("calibview").warning(f"note: {message}")
     firsts = _first_settings(evaluations)
@@ -304,6 +311,8 @@ def _cmd_report(args) -> int:
         paths += _write_diagrams(firsts, Path(args.out))
     for ev in firsts:
         print(_summary_line(ev))
+    for line in _compare.summary(Path(args.out) / "compare.csv") if args.compare else []:
+        print(line)
     print("wrote " + ", ".join(str(p) for p in paths))
     return 0
 
