@@ -48,6 +48,14 @@ def compare_columns() -> list[str]:
 
 
 @dataclass(frozen=True)
+class CompareRequest:
+    """A comparison to run: the requests of the runs (one setting) and the index of the reference."""
+
+    requests: tuple[EvalRequest, ...]
+    reference: int = 0
+
+
+@dataclass(frozen=True)
 class Comparison:
     """The evaluations of the compared runs (in the order given) and the flat records of compare.csv (per run,
     per calibrator)."""
@@ -98,32 +106,43 @@ def check_comparable(requests: Sequence[EvalRequest]) -> list[lg.RunInfo]:
         twice = next(k[1] for i, k in enumerate(keys) if k in keys[:i])
         raise CalibviewError(f"Run {twice} is given twice; compare different runs.")
     split = first.eval_split
-    ref, ref_info = runs[0], runs[0].split(split)
-    ref_labels = read_labels(first.file, ref, split)
+    ref_labels = read_labels(first.file, runs[0], split)
     for req, run in zip(requests[1:], runs[1:]):
-        info = run.split(split)
-        pair = f"Cannot compare {run.name} with {ref.name}"
-        if run.dataset != ref.dataset:
-            raise CalibviewError(f"{pair}: they are on different datasets ({run.dataset or '-'}, "
-                                 f"{ref.dataset or '-'}), and {REFUSAL}.")
-        if info.n != ref_info.n:
-            raise CalibviewError(f"{pair}: their {split} splits have {info.n:,} and {ref_info.n:,} samples, and "
-                                 f"{REFUSAL}.")
-        if info.k != ref_info.k:
-            raise CalibviewError(f"{pair}: they have K = {info.k} and K = {ref_info.k} classes, and {REFUSAL}.")
-        labels = read_labels(req.file, run, split)
-        differ = np.flatnonzero(labels != ref_labels)
-        if differ.size:
-            raise CalibviewError(f"{pair}: the labels of their {split} splits differ at {differ.size:,} of "
-                                 f"{info.n:,} rows (first at row {int(differ[0])}), and {REFUSAL}.")
+        why = refusal(runs[0], run, split)
+        if why is None:
+            labels = read_labels(req.file, run, split)
+            differ = np.flatnonzero(labels != ref_labels)
+            if differ.size:
+                why = (f"Cannot compare {run.name} with {runs[0].name}: the labels of their {split} splits differ at "
+                       f"{differ.size:,} of {labels.size:,} rows (first at row {int(differ[0])}), and {REFUSAL}.")
+        if why is not None:
+            raise CalibviewError(why)
     return runs
+
+
+def refusal(ref: lg.RunInfo, run: lg.RunInfo, split: str) -> Optional[str]:
+    """Why ``run`` cannot be compared with ``ref`` on eval split ``split`` from their metadata alone (dataset,
+    split, N, K), as one sentence; None when the metadata allows it (the labels are checked by
+    :func:`check_comparable`)."""
+    pair = f"Cannot compare {run.name} with {ref.name}"
+    if run.dataset != ref.dataset:
+        return f"{pair}: they are on different datasets ({run.dataset or '-'}, {ref.dataset or '-'}), and {REFUSAL}."
+    if split not in run.split_names:
+        return f"{pair}: {run.name} has no {split} split, and {REFUSAL}."
+    info, ref_info = run.split(split), ref.split(split)
+    if info.n != ref_info.n:
+        return f"{pair}: their {split} splits have {info.n:,} and {ref_info.n:,} samples, and {REFUSAL}."
+    if info.k != ref_info.k:
+        return f"{pair}: they have K = {info.k} and K = {ref_info.k} classes, and {REFUSAL}."
+    return None
 
 
 def compare(engine, requests: Sequence[EvalRequest], reference: int = 0, *, progress=None,
             cancel: Optional[threading.Event] = None,
-            on_evaluation: Optional[Callable[[int, Evaluation], None]] = None) -> Comparison:
+            on_partial: Optional[Callable[[tuple], None]] = None) -> Comparison:
     """Evaluate every request (after :func:`check_comparable`) with ``engine`` and their paired differences to
-    ``requests[reference]``. ``on_evaluation(i, evaluation)`` is called as each run is done."""
+    ``requests[reference]``. ``on_partial(evaluations)``: the runs done so far and the one being scored (its
+    intervals pending), as the engine's partial results arrive."""
     requests = list(requests)
     if not 0 <= reference < len(requests):
         raise CalibviewError(f"The reference must be one of the {len(requests)} compared runs.")
@@ -133,11 +152,9 @@ def compare(engine, requests: Sequence[EvalRequest], reference: int = 0, *, prog
         lo, hi = i / len(requests), (i + 1) / len(requests)
         sub = None if progress is None else (lambda f, msg, lo=lo, hi=hi, req=req:
                                              progress(lo + (hi - lo) * f, f"{req.run}: {msg}"))
-        ev = engine.evaluate(req, progress=sub, cancel=cancel)
-        evaluations.append(ev)
+        partial = None if on_partial is None else (lambda ev: on_partial(tuple(evaluations) + (ev,)))
+        evaluations.append(engine.evaluate(req, progress=sub, cancel=cancel, on_partial=partial))
         dists.append(engine.distributions(req, cancel=cancel) if req.n_boot else {})   # cached: no new work
-        if on_evaluation is not None:
-            on_evaluation(i, ev)
     report(progress, 1.0, "done")
     return Comparison(evaluations=tuple(evaluations), reference=reference,
                       rows=tuple(compare_rows(evaluations, dists, reference)))
