@@ -6,6 +6,7 @@ from pathlib import Path
 
 from PySide6 import QtCore, QtWidgets
 
+from calibview.gui.compare import RunPicker
 from calibview.gui.session import Session
 
 FILE_ROLE = QtCore.Qt.UserRole
@@ -42,6 +43,8 @@ class Browser(QtWidgets.QWidget):
         form.addRow("Fit on", self.fit_combo)
         form.addRow("Evaluate on", self.eval_combo)
         form.addRow("Compare on", self.compare_list)
+        self.run_picker = RunPicker(session)          # models on the same samples (calibview.gui.compare)
+        form.addRow("Compare with", self.run_picker)
         layout = QtWidgets.QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addWidget(self.tree, 1)

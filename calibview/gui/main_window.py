@@ -16,6 +16,7 @@ from calibview.core.errors import CalibviewError
 from calibview.gui.browser import Browser
 from calibview.gui.calibrators import CalibratorPanel
 from calibview.gui.canvas import CalibrationCanvas
+from calibview.gui.compare import CompareView
 from calibview.gui.decisions import DecisionsView
 from calibview.gui.domains import DomainCanvases
 from calibview.gui.metrics_table import MetricsTable
@@ -178,6 +179,10 @@ class MainWindow(QtWidgets.QMainWindow):
         self.table.tabs.addTab(self.slices_view, "Slices")
         self.slice_overlay = SliceOverlay(self.canvas.accuracy_plot)
         self.slices_view.overlay_changed.connect(self._update_slice_overlay)
+        self.compare_view = CompareView(self.session)          # runs on the same samples, paired differences
+        self.table.tabs.addTab(self.compare_view, "Compare")
+        self.session.comparison_changed.connect(
+            lambda c: c is not None and self.table.tabs.setCurrentWidget(self.compare_view))
         self.decisions = DecisionsView(self.session)
         self.decisions_dock = self._dock("Decisions", self.decisions, QtCore.Qt.BottomDockWidgetArea)
         self.tabifyDockWidget(self.table_dock, self.decisions_dock)
@@ -397,7 +402,7 @@ class MainWindow(QtWidgets.QMainWindow):
     def _on_session_evaluation_changed(self, ev) -> None:
         evs = self.session.evaluations if ev is not None and ev is self.session.evaluation else \
             ((ev,) if ev is not None else ())
-        self.table.set_evaluations(evs)
+        self.table.set_evaluations(evs[:1] if self.session.compare_runs else evs)   # runs: the Compare tab
         self.domains.set_evaluations(evs, self.session.bandwidth, self.session.kernel, self.session.visible)
         if ev is None:
             return
@@ -444,9 +449,11 @@ class MainWindow(QtWidgets.QMainWindow):
     def _shows_other_selection(self) -> bool:
         """Whether the diagram and table show another run or split than the one being computed."""
         ev, s = self.session.evaluation, self.session
-        shown = tuple(e.request.eval_split for e in s.evaluations)
+        shown = tuple((e.run.file, e.run.name, e.request.eval_split) for e in s.evaluations)
+        want = tuple((s.run.file, s.run.name, x) for x in s.eval_splits) + tuple(
+            (f, n, s.eval_split) for f, n in s.compare_runs) if s.run is not None else ()
         return ev is not None and (ev.run != s.run or ev.request.eval_split != s.eval_split
-                                   or ev.request.fit_split != s.fit_split or shown != s.eval_splits)
+                                   or ev.request.fit_split != s.fit_split or shown != want)
 
     def _set_stale(self, stale: bool) -> None:
         """While the diagram and table still show the previous selection: grey the table out and say so over

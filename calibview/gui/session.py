@@ -37,6 +37,7 @@ class Session(QtCore.QObject):
     visible_changed = QtCore.Signal(object)             # frozenset of shown calibrator names
     decisions_changed = QtCore.Signal(object)           # gui.decision_data.Decisions or None
     slices_changed = QtCore.Signal(object)              # gui.worker.SliceResult or None
+    comparison_changed = QtCore.Signal(object)          # core.compare.Comparison or None
 
     _request = QtCore.Signal(int, object, object)       # to the worker thread (queued)
     _decide = QtCore.Signal(int, object, object)        # to the worker thread (queued)
@@ -49,6 +50,8 @@ class Session(QtCore.QObject):
         self.fit_split: Optional[str] = None
         self.eval_split: Optional[str] = None
         self.compare_splits: tuple[str, ...] = ()    # further eval splits (domains), after eval_split
+        self.compare_runs: tuple[tuple[str, str], ...] = ()   # (file, run) compared with run (the reference)
+        self.comparison = None                       # core.compare.Comparison of the shown evaluations
         self.calibrators: tuple[str, ...] = DEFAULT_CALIBRATORS
         self.bins: int | str = 15
         self.n_boot = 1000
@@ -127,6 +130,7 @@ class Session(QtCore.QObject):
         self.run = run
         self.fit_split, self.eval_split = default_splits(run)
         self.compare_splits = ()
+        self.compare_runs = ()
         self.slice_by = None                     # columns belong to a split of this run
         self._clear_slices()
         self.selection_changed.emit()
@@ -139,6 +143,8 @@ class Session(QtCore.QObject):
         compare = tuple(c for c in compare if c != eval_split)
         if (fit_split, eval_split, compare) == (self.fit_split, self.eval_split, self.compare_splits):
             return
+        if compare or eval_split != self.eval_split:
+            self.compare_runs = ()              # runs are compared on one split, without domains
         self.fit_split, self.eval_split, self.compare_splits = fit_split, eval_split, compare
         if self.slice_by not in (None, "class") and self.slice_by not in self.run.split(eval_split).meta:
             self.slice_by = None                 # that split has no such column
@@ -150,6 +156,49 @@ class Session(QtCore.QObject):
         """Evaluate the same fitted calibrators on these splits too (domains), shown side by side."""
         if self.eval_split is not None:
             self.set_splits(self.fit_split, self.eval_split, tuple(names))
+
+    def compare_candidates(self) -> list[tuple[lg.RunInfo, Optional[str]]]:
+        """Every other open run with its reason not to be compared with the selected one (None: it may be; the
+        labels are checked when it is ticked), in file order."""
+        from calibview.core.compare import refusal
+
+        if self.run is None or self.eval_split is None:
+            return []
+        return [(r, refusal(self.run, r, self.eval_split)) for runs in self.files.values() for r in runs
+                if (r.file, r.name) != (self.run.file, self.run.name)]
+
+    def set_compare_runs(self, runs) -> bool:
+        """Compare the selected run (the reference) with these (file, run name) pairs on its eval split: one
+        diagram per run and a table of paired differences. Runs on other samples are refused with one sentence
+        (error_occurred) and nothing changes; returns whether the comparison was taken."""
+        from calibview.core.compare import check_comparable
+
+        runs = tuple(dict.fromkeys((str(f), str(n)) for f, n in runs))
+        if runs == self.compare_runs or self.run is None:
+            return runs == self.compare_runs
+        if runs:
+            try:
+                check_comparable(self._compare_requests(runs))
+            except CalibviewError as e:
+                self.error_occurred.emit("Cannot compare", str(e))
+                self.selection_changed.emit()         # the pickers go back to what is compared
+                return False
+        self.compare_runs, self.compare_splits = runs, ()
+        self.selection_changed.emit()
+        self.evaluate()
+        return True
+
+    def _compare_requests(self, runs) -> tuple[EvalRequest, ...]:
+        """The reference's request and one per compared run: the same settings, each run's own fit split."""
+        first = self.build_request()
+        out = [first]
+        for file, name in runs:
+            run = lg.find_run(self.files[file], name)
+            fit = default_splits(run)[0] if self.fit_split else None
+            fit = self.fit_split if self.fit_split in run.split_names else fit
+            out.append(replace(first, file=file, run=name, fit_split=fit,
+                               calibrators=first.calibrators if fit else ("none",)))
+        return tuple(out)
 
     @property
     def eval_splits(self) -> tuple[str, ...]:
@@ -203,6 +252,9 @@ class Session(QtCore.QObject):
     def evaluate(self, request=None) -> int:
         """Start an evaluation (a newer one supersedes a running one); returns its generation (0: nothing to do).
         ``request``: an EvalRequest, a tuple of them (domains), or None for the session's own."""
+        if request is None and self.compare_runs and self.build_request() is not None:
+            from calibview.core.compare import CompareRequest
+            request = CompareRequest(self._compare_requests(self.compare_runs))
         if request is None:
             requests = self.build_requests()
             request = requests[0] if len(requests) == 1 else (requests or None)
@@ -378,11 +430,13 @@ class Session(QtCore.QObject):
         if ev is None or ev.run.file not in self.files:
             return
         req = ev.request
-        compare = tuple(e.request.eval_split for e in self.evaluations[1:])
-        if (self.run, self.fit_split, self.eval_split, self.compare_splits) != (ev.run, req.fit_split,
-                                                                                req.eval_split, compare):
+        others = [e for e in self.evaluations[1:] if e.run != ev.run]          # compared runs
+        compare = () if others else tuple(e.request.eval_split for e in self.evaluations[1:])
+        runs = tuple((e.run.file, e.run.name) for e in others)
+        if (self.run, self.fit_split, self.eval_split, self.compare_splits, self.compare_runs) != (
+                ev.run, req.fit_split, req.eval_split, compare, runs):
             self.run, self.fit_split, self.eval_split = ev.run, req.fit_split, req.eval_split
-            self.compare_splits = compare
+            self.compare_splits, self.compare_runs = compare, runs
             self.selection_changed.emit()
 
     def _set_busy(self, busy: bool) -> None:
@@ -391,7 +445,14 @@ class Session(QtCore.QObject):
             self.busy_changed.emit(busy)
 
     def _set_evaluation(self, evaluation) -> None:
-        """An Evaluation, a tuple of them (one per eval split, the first the reference) or None."""
+        """An Evaluation, a tuple of them (one per eval split or compared run, the first the reference), a
+        core.compare.Comparison or None."""
+        comparison = None
+        if hasattr(evaluation, "rows"):           # a Comparison: its evaluations, the reference first
+            comparison, evaluation = evaluation, evaluation.evaluations
+        if comparison is not None or self.comparison is not None:
+            self.comparison = comparison
+            self.comparison_changed.emit(comparison)
         if isinstance(evaluation, tuple):
             self.evaluations = evaluation
             evaluation = evaluation[0] if evaluation else None

@@ -17,6 +17,7 @@ from typing import Mapping
 
 from PySide6 import QtCore
 
+from calibview.core.compare import CompareRequest, compare
 from calibview.core.engine import Engine
 from calibview.core.errors import Cancelled, CalibviewError
 from calibview.core.evaluate import EvalRequest
@@ -48,9 +49,9 @@ class EvaluationWorker(QtCore.QObject):
     """Lives on a worker thread; ``run`` is invoked through a queued signal from the session."""
 
     progressed = QtCore.Signal(int, float, str)      # generation, fraction, message
-    # A request is one EvalRequest, or a tuple of them (domains: one per eval split, sharing the fits); its
-    # results are an Evaluation, or a tuple of Evaluations in the same order (a partial one: those done so far,
-    # the last with intervals pending).
+    # A request is one EvalRequest, or a tuple of them (domains: one per eval split, sharing the fits), or a
+    # CompareRequest (runs on the same samples); its results are an Evaluation, or a tuple of Evaluations in the
+    # same order (a partial one: those done so far, the last with intervals pending), or a Comparison.
     partial = QtCore.Signal(int, object)             # generation, Evaluation(s) with intervals pending
     finished = QtCore.Signal(int, object)            # generation, Evaluation(s)
     failed = QtCore.Signal(int, str)                 # generation, one-sentence message
@@ -84,6 +85,9 @@ class EvaluationWorker(QtCore.QObject):
             if isinstance(request, EvalRequest):
                 result = self.engine.evaluate(request, progress=progress, cancel=cancel,
                                               on_partial=lambda ev: self.partial.emit(generation, ev))
+            elif isinstance(request, CompareRequest):       # result: a core.compare.Comparison
+                result = compare(self.engine, request.requests, request.reference, progress=progress,
+                                 cancel=cancel, on_partial=lambda evs: self.partial.emit(generation, evs))
             else:
                 result = self._domains(generation, tuple(request), progress, cancel)
         except Cancelled:

@@ -1,0 +1,210 @@
+"""The comparison of runs on the same samples: a "Compare" tab in the metrics dock with every metric (a row) per
+calibrator and run (a column), each run's paired bootstrap difference to the reference run and a mark where its
+interval excludes 0 (core.compare), and a picker in the browser of the runs to compare with the selected one.
+
+Draws only: the numbers are the records of :func:`calibview.core.compare.compare_rows`, as in compare.csv.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+from PySide6 import QtGui, QtWidgets
+from PySide6.QtCore import Qt
+
+from calibview.core.compare import compare_csv
+from calibview.core.metrics import METRIC_HELP, METRIC_NAMES
+from calibview.core.report import atomic_write
+from calibview.gui.metrics_table import HEADERS, PERCENT
+from calibview.gui.session import Session
+
+MARK = "●"
+RUN_ROLE = Qt.ItemDataRole.UserRole
+ROW_ROLE = Qt.ItemDataRole.UserRole + 1        # the record behind a cell (core.compare row)
+
+
+def _decimals(values, sig: int = 3, cap: int = 5) -> int:
+    mags = [abs(v) for v in values if math.isfinite(v) and v != 0.0]
+    if not mags:
+        return 2
+    return int(min(cap, max(0, sig - 1 - math.floor(math.log10(min(mags))))))
+
+
+def _num(x: float, decimals: int, sign: bool = False) -> str:
+    if math.isnan(x):
+        return "—"
+    if math.isinf(x):
+        return "∞" if x > 0 else "-∞"
+    return f"{x:+.{decimals}f}" if sign else f"{x:.{decimals}f}"
+
+
+def cell_text(row: dict, metric: str, decimals: int) -> str:
+    """"value" for the reference; "value  Δ +d [lo, hi] ●" for another run (● when the interval excludes 0)."""
+    scale = 100.0 if metric in PERCENT else 1.0
+    text = _num(row[metric] * scale, decimals)
+    if row["run"] == row["reference"]:
+        return text
+    text += f"   Δ {_num(row[f'delta_{metric}'] * scale, decimals, sign=True)}"
+    lo, hi = row[f"delta_{metric}_lo"], row[f"delta_{metric}_hi"]
+    if math.isfinite(lo) and math.isfinite(hi):
+        text += f" [{_num(lo * scale, decimals, sign=True)}, {_num(hi * scale, decimals, sign=True)}]"
+    return text + (f" {MARK}" if row[f"significant_{metric}"] else "")
+
+
+class CompareView(QtWidgets.QWidget):
+    """The table of a core.compare.Comparison: a row per metric, a column per calibrator and run (the reference
+    first), a caption naming the reference and the interval level, and an export of compare.csv."""
+
+    def __init__(self, session: Session, parent=None) -> None:
+        super().__init__(parent)
+        self.session = session
+        self.comparison = None
+        self.caption = QtWidgets.QLabel("Compare runs on the same samples: tick runs under “Compare with” in "
+                                        "the browser.")
+        self.caption.setWordWrap(True)
+        self.export_button = QtWidgets.QPushButton("Export CSV…")
+        self.export_button.setToolTip("compare.csv: the metrics rows, the reference, delta_<metric> with _lo/_hi "
+                                      "and significant_<metric>")
+        self.export_button.clicked.connect(lambda: self.export_csv())
+        self.table = QtWidgets.QTableWidget()
+        self.table.setEditTriggers(QtWidgets.QAbstractItemView.NoEditTriggers)
+        self.table.setAlternatingRowColors(True)
+        self.table.verticalHeader().setSectionResizeMode(QtWidgets.QHeaderView.ResizeToContents)
+        top = QtWidgets.QHBoxLayout()
+        top.addWidget(self.caption, 1)
+        top.addWidget(self.export_button)
+        layout = QtWidgets.QVBoxLayout(self)
+        layout.setContentsMargins(2, 2, 2, 2)
+        layout.addLayout(top)
+        layout.addWidget(self.table, 1)
+        session.comparison_changed.connect(self.set_comparison)
+        session.visible_changed.connect(self._on_visible_changed)
+        self.set_comparison(None)
+
+    def set_comparison(self, comparison) -> None:
+        self.comparison = comparison
+        self.table.clear()
+        self.export_button.setEnabled(comparison is not None)
+        if comparison is None:
+            self.table.setRowCount(0)
+            self.table.setColumnCount(0)
+            return
+        ref = comparison.evaluations[comparison.reference]
+        level = ref.request.level
+        self.caption.setText(f"Paired bootstrap differences Δ to the reference {comparison.reference_run} on "
+                             f"{ref.request.eval_split} (N = {ref.n_eval:,}, the same {ref.request.n_boot} resamples "
+                             f"for every run, {100 * level:g} % intervals); {MARK} the interval excludes 0. "
+                             "Values in the units of the metrics table.")
+        names = list(dict.fromkeys(r["calibrator"] for r in comparison.rows))
+        runs = [ev.run.name for ev in comparison.evaluations]
+        runs = [runs[comparison.reference]] + [r for r in runs if r != runs[comparison.reference]]
+        columns = [(nm, run) for nm in names for run in runs
+                   if any(r["calibrator"] == nm and r["run"] == run for r in comparison.rows)]
+        labels = {r["calibrator"]: r.get("label", r["calibrator"]) for r in comparison.rows}
+        for ev in comparison.evaluations:
+            labels.update({res.name: res.label for res in ev.results})
+        self.table.setColumnCount(len(columns))
+        self.table.setRowCount(len(METRIC_NAMES))
+        self.table.setHorizontalHeaderLabels([f"{labels[nm]}\n{run}" + (" (reference)" if run == runs[0] else "")
+                                              for nm, run in columns])
+        self.table.setVerticalHeaderLabels([HEADERS.get(m, m) for m in METRIC_NAMES])
+        for i, m in enumerate(METRIC_NAMES):
+            self.table.verticalHeaderItem(i).setToolTip(METRIC_HELP.get(m, m))
+            rows = [comparison.row(run, nm) for nm, run in columns]
+            scale = 100.0 if m in PERCENT else 1.0
+            dec = _decimals([r[m] * scale for r in rows] + [r[f"delta_{m}"] * scale for r in rows
+                                                          if r["run"] != r["reference"]])
+            for j, row in enumerate(rows):
+                item = QtWidgets.QTableWidgetItem(cell_text(row, m, dec))
+                item.setData(RUN_ROLE, row["run"])
+                item.setData(ROW_ROLE, row)
+                item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+                if row[f"significant_{m}"]:
+                    font = item.font()
+                    font.setBold(True)
+                    item.setFont(font)
+                    item.setBackground(QtGui.QColor(230, 159, 0, 70))
+                item.setToolTip(self._tooltip(row, m))
+                self.table.setItem(i, j, item)
+        self.table.resizeColumnsToContents()
+        self._on_visible_changed(self.session.visible)
+
+    @staticmethod
+    def _tooltip(row: dict, m: str) -> str:
+        lines = [f"{row['run']} · {row['calibrator']} · {m}: {row[m]!r} [{row[f'{m}_lo']!r}, {row[f'{m}_hi']!r}]"]
+        if row["run"] != row["reference"]:
+            mark = {True: "significant: the interval excludes 0", False: "not significant: the interval holds 0",
+                    None: "no interval"}[row[f"significant_{m}"]]
+            lines.append(f"minus {row['reference']}: {row[f'delta_{m}']!r} [{row[f'delta_{m}_lo']!r}, "
+                         f"{row[f'delta_{m}_hi']!r}] ({mark})")
+        return "\n".join(lines)
+
+    def marked(self) -> list[tuple[str, str, str]]:
+        """(run, calibrator, metric) of every marked cell, as shown."""
+        out = []
+        for i in range(self.table.rowCount()):
+            for j in range(self.table.columnCount()):
+                item = self.table.item(i, j)
+                if item is not None and item.text().endswith(MARK):
+                    row = item.data(ROW_ROLE)
+                    out.append((row["run"], row["calibrator"], METRIC_NAMES[i]))
+        return out
+
+    def _on_visible_changed(self, visible) -> None:
+        for j in range(self.table.columnCount()):
+            item = self.table.item(0, j)
+            row = item.data(ROW_ROLE) if item is not None else None
+            self.table.setColumnHidden(j, row is not None and bool(visible) and row["calibrator"] not in visible)
+
+    def export_csv(self, path: Optional[str] = None) -> Optional[str]:
+        if self.comparison is None:
+            return None
+        if path is None:
+            path, _ = QtWidgets.QFileDialog.getSaveFileName(self, "Export comparison", "compare.csv", "CSV (*.csv)")
+            if not path:
+                return None
+        atomic_write(path, compare_csv(self.comparison.rows))
+        return path
+
+
+class RunPicker(QtWidgets.QListWidget):
+    """The browser's "Compare with" list: every other open run, ticked when compared with the selected one;
+    runs whose metadata rules a comparison out are greyed out with the reason as tooltip."""
+
+    def __init__(self, session: Session, parent=None) -> None:
+        super().__init__(parent)
+        self.session = session
+        self._updating = False
+        self.setToolTip("Compare the selected run with these runs on the same samples (same dataset, eval split "
+                        "and labels): one diagram per run, paired differences in the metrics dock's Compare tab")
+        self.itemChanged.connect(self._on_item_changed)
+        session.selection_changed.connect(self.fill)
+        session.files_changed.connect(self.fill)
+
+    def fill(self) -> None:
+        self._updating = True
+        self.clear()
+        ticked = set(self.session.compare_runs)
+        for run, why in self.session.compare_candidates():
+            item = QtWidgets.QListWidgetItem(run.name)
+            item.setData(RUN_ROLE, (run.file, run.name))
+            item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
+            item.setCheckState(Qt.CheckState.Checked if (run.file, run.name) in ticked else Qt.CheckState.Unchecked)
+            if why is not None:
+                item.setFlags(item.flags() & ~Qt.ItemFlag.ItemIsEnabled)
+                item.setToolTip(why)
+            else:
+                item.setToolTip(f"{run.name} ({run.file})")
+            self.addItem(item)
+        self.setFixedHeight(min(max(1, self.count()), 4) * (self.sizeHintForRow(0) or 18) + 6)
+        self.setEnabled(self.count() > 0)
+        self._updating = False
+
+    def checked(self) -> list[tuple[str, str]]:
+        return [tuple(self.item(i).data(RUN_ROLE)) for i in range(self.count())
+                if self.item(i).checkState() == Qt.CheckState.Checked]
+
+    def _on_item_changed(self, _item) -> None:
+        if not self._updating:
+            self.session.set_compare_runs(self.checked())

@@ -1,0 +1,124 @@
+"""Compare models in the window: tick runs under "Compare with", see one diagram per run and the Compare tab with
+the paired differences of compare.csv; runs on other samples are refused with one sentence and nothing changes."""
+
+import csv
+
+import numpy as np
+import pytest
+from PySide6 import QtCore
+
+from calibview.core.compare import compare, compare_columns, requests_for
+from calibview.core.engine import Engine
+from calibview.core.logits import write_run
+from calibview.core.metrics import METRIC_NAMES
+from calibview.gui.compare import MARK
+from calibview.gui.main_window import MainWindow
+
+WAIT_MS = 60_000
+
+
+def runs_file(path, n=500, k=4, seed=0):
+    """a (calibrated) and b (over-confident) on one test set; c on other labels; d on another dataset."""
+    rng = np.random.default_rng(seed)
+    val_y, test_y = rng.integers(0, k, n), rng.integers(0, k, n)
+    other = test_y.copy()
+    other[:5] = (other[:5] + 1) % k
+    z = {}
+    for split, y in (("val", val_y), ("test", test_y)):
+        z[split] = rng.normal(size=(n, k))
+        z[split][np.arange(n), y] += 1.5
+    for model, dataset, scale, y_test in (("a", "toy", 1.7, test_y), ("b", "toy", 4.0, test_y),
+                                          ("c", "toy", 1.0, other), ("d", "more", 1.0, test_y)):
+        for split, y in (("val", val_y), ("test", y_test)):       # b: a's logits, sharper (over-confident)
+            write_run(path, model, dataset, split, logits=(scale * z[split]).astype(np.float32), labels=y)
+    return path
+
+
+@pytest.fixture
+def window(qtbot, tmp_path):
+    settings = QtCore.QSettings(str(tmp_path / "settings.ini"), QtCore.QSettings.IniFormat)
+    w = MainWindow(settings=settings)
+    qtbot.addWidget(w)
+    w.session.n_boot = 60
+    w.show()
+    yield w
+    w.close()
+
+
+def _idle(qtbot, w, gen=0):
+    qtbot.waitUntil(lambda: w.session.generation > gen and not w.session.busy and w.session.evaluation is not None,
+                    timeout=WAIT_MS)
+
+
+def _item(window, name):
+    picker = window.browser.run_picker
+    return next(picker.item(i) for i in range(picker.count()) if picker.item(i).text() == name)
+
+
+def test_comparing_two_runs_shows_both_diagrams_and_the_paired_differences(qtbot, window, tmp_path):
+    path = runs_file(tmp_path / "r.h5")
+    window.open_files([path])
+    _idle(qtbot, window)
+    picker = window.browser.run_picker
+    assert [picker.item(i).text() for i in range(picker.count())] == ["b/toy", "c/toy", "d/more"]
+    # another dataset is ruled out by its metadata: greyed out, the reason as its tooltip
+    assert not _item(window, "d/more").flags() & QtCore.Qt.ItemIsEnabled
+    assert "different datasets" in _item(window, "d/more").toolTip()
+    gen = window.session.generation
+    _item(window, "b/toy").setCheckState(QtCore.Qt.Checked)
+    _idle(qtbot, window, gen)
+    s = window.session
+    assert [e.run.name for e in s.evaluations] == ["a/toy", "b/toy"] and s.comparison is not None
+    # one diagram per run, titled by its model, each drawing its own run's curve
+    canvases = window.domains.canvases()
+    assert len(canvases) == 2
+    for canvas, ev in zip(canvases, s.evaluations):
+        assert canvas._title.startswith(ev.run.model)   # canvas.py is not mine to extend
+        x, y = canvas.drawn_curve("ts")
+        ref = ev.result("ts").curve(s.bandwidth)
+        ok = np.isfinite(y)
+        np.testing.assert_array_equal(ref.curve[np.searchsorted(ref.x, x[ok])], y[ok])
+    # the Compare tab is shown: a row per metric, a column per calibrator and run, the reference first
+    view = window.compare_view
+    assert window.table.tabs.currentWidget() is view
+    assert view.table.rowCount() == len(METRIC_NAMES) and view.table.columnCount() == 4
+    assert "a/toy (reference)" in view.table.horizontalHeaderItem(0).text()
+    # its numbers are those of core.compare on the same requests, and its marks those of the intervals
+    want = compare(Engine(), requests_for(s.evaluation.request, ["a/toy", "b/toy"]))
+    marks = {(r["run"], r["calibrator"], m) for r in want.rows for m in METRIC_NAMES if r[f"significant_{m}"]}
+    assert set(view.marked()) == marks and ("b/toy", "none", "ece") in marks
+    for r in want.rows:
+        got = s.comparison.row(r["run"], r["calibrator"])
+        for m in METRIC_NAMES:
+            assert got[f"delta_{m}"] == pytest.approx(r[f"delta_{m}"], abs=1e-12, nan_ok=True)
+            assert got[f"delta_{m}_lo"] == pytest.approx(r[f"delta_{m}_lo"], abs=1e-12, nan_ok=True)
+    j = next(j for j in range(4) if "b/toy" in view.table.horizontalHeaderItem(j).text()
+             and view.table.horizontalHeaderItem(j).text().startswith("Uncalibrated"))
+    cell = view.table.item(METRIC_NAMES.index("ece"), j)
+    assert "Δ +" in cell.text() and cell.text().endswith(MARK) and cell.font().bold()
+    # the export is compare.csv
+    out = view.export_csv(str(tmp_path / "compare.csv"))
+    with open(out, newline="") as f:
+        reader = csv.DictReader(f)
+        assert reader.fieldnames == compare_columns() and len(list(reader)) == 4
+    # unticking goes back to the single run
+    gen = s.generation
+    _item(window, "b/toy").setCheckState(QtCore.Qt.Unchecked)
+    _idle(qtbot, window, gen)
+    assert len(s.evaluations) == 1 and s.comparison is None and view.table.columnCount() == 0
+    assert len(window.domains.canvases()) == 1
+
+
+def test_a_run_on_other_labels_is_refused_with_one_sentence(qtbot, window, tmp_path):
+    path = runs_file(tmp_path / "r.h5")
+    window.open_files([path])
+    _idle(qtbot, window)
+    gen = window.session.generation
+    _item(window, "c/toy").setCheckState(QtCore.Qt.Checked)
+    qtbot.waitUntil(lambda: window.last_error is not None, timeout=WAIT_MS)
+    title, message = window.last_error
+    assert title == "Cannot compare" and "paired differences need the same samples" in message
+    assert "differ at 5 of 500 rows" in message and "\n" not in message
+    # nothing changed: no new evaluation, the tick is undone
+    assert window.session.generation == gen and window.session.compare_runs == ()
+    assert _item(window, "c/toy").checkState() == QtCore.Qt.Unchecked
