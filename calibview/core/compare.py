@@ -206,5 +206,24 @@ def compare_csv(rows: Sequence[dict]) -> str:
 
 
 def requests_for(base: EvalRequest, runs: Sequence[str]) -> list[EvalRequest]:
-    """The request of each run: ``base`` with another run (the GUI's and the CLI's way to build them)."""
+    """The request of each run (by name, in ``base``'s file): ``base`` with another run."""
     return [replace(base, run=r) for r in runs]
+
+
+def requests_with(base: EvalRequest, runs: Sequence[lg.RunInfo]) -> tuple[EvalRequest, ...]:
+    """``base`` (the reference) and one request per run (any open file): the same settings, each run fitted on
+    ``base``'s fit split when it has one of that name, else on its own default (uncalibrated without one)."""
+    from .evaluate import default_splits
+
+    out = [base]
+    for run in runs:
+        fit = base.fit_split if base.fit_split in run.split_names else \
+            (default_splits(run, base.eval_split)[0] if base.fit_split else None)
+        out.append(replace(base, file=run.file, run=run.name, fit_split=fit,
+                           calibrators=base.calibrators if fit else ("none",)))
+    return tuple(out)
+
+
+def candidates(runs: Sequence[lg.RunInfo], ref: lg.RunInfo, split: str) -> list[tuple[lg.RunInfo, Optional[str]]]:
+    """Every run of ``runs`` but ``ref``, with :func:`refusal`'s reason not to compare it (None: it may be)."""
+    return [(r, refusal(ref, r, split)) for r in runs if (r.file, r.name) != (ref.file, ref.name)]

@@ -158,14 +158,12 @@ class Session(QtCore.QObject):
             self.set_splits(self.fit_split, self.eval_split, tuple(names))
 
     def compare_candidates(self) -> list[tuple[lg.RunInfo, Optional[str]]]:
-        """Every other open run with its reason not to be compared with the selected one (None: it may be; the
-        labels are checked when it is ticked), in file order."""
-        from calibview.core.compare import refusal
+        """Every other open run and why it cannot be compared with the selected one (None: it may be)."""
+        from calibview.core.compare import candidates
 
         if self.run is None or self.eval_split is None:
             return []
-        return [(r, refusal(self.run, r, self.eval_split)) for runs in self.files.values() for r in runs
-                if (r.file, r.name) != (self.run.file, self.run.name)]
+        return candidates([r for runs in self.files.values() for r in runs], self.run, self.eval_split)
 
     def set_compare_runs(self, runs) -> bool:
         """Compare the selected run (the reference) with these (file, run name) pairs on its eval split: one
@@ -189,16 +187,9 @@ class Session(QtCore.QObject):
         return True
 
     def _compare_requests(self, runs) -> tuple[EvalRequest, ...]:
-        """The reference's request and one per compared run: the same settings, each run's own fit split."""
-        first = self.build_request()
-        out = [first]
-        for file, name in runs:
-            run = lg.find_run(self.files[file], name)
-            fit = default_splits(run)[0] if self.fit_split else None
-            fit = self.fit_split if self.fit_split in run.split_names else fit
-            out.append(replace(first, file=file, run=name, fit_split=fit,
-                               calibrators=first.calibrators if fit else ("none",)))
-        return tuple(out)
+        from calibview.core.compare import requests_with
+
+        return requests_with(self.build_request(), [lg.find_run(self.files[f], n) for f, n in runs])
 
     @property
     def eval_splits(self) -> tuple[str, ...]:

@@ -164,3 +164,23 @@ def test_compare_csv_has_every_metric_its_delta_and_mark(toy):
     # without resamples: no interval, no mark (empty), but the point differences
     row = dict(zip(head, text.splitlines()[3].split(",")))
     assert row["significant_ece"] == "" and row["delta_ece_lo"] == "" and float(row["delta_ece"]) != 0.0
+
+
+def test_requests_with_keeps_the_settings_and_each_runs_fit_split(toy, tmp_path):
+    from calibview.core.compare import candidates, requests_with
+    from calibview.core.logits import list_runs
+
+    runs = {r.name: r for r in list_runs(toy)}
+    write_run(tmp_path / "one.h5", "solo", "toy", "test", logits=np.zeros((360, K), np.float32),
+              labels=read_split(toy, "a/toy", "test").labels)
+    solo = list_runs(tmp_path / "one.h5")[0]               # no split to fit on: uncalibrated only
+    base = _req(toy, fit_split="val")
+    reqs = requests_with(base, [runs["b/toy"], solo])
+    assert reqs[0] is base and [r.run for r in reqs] == ["a/toy", "b/toy", "solo/toy"]
+    assert reqs[1].fit_split == "val" and reqs[1].calibrators == base.calibrators
+    assert reqs[2].file == solo.file and reqs[2].fit_split is None and reqs[2].calibrators == ("none",)
+    assert all((r.n_boot, r.seed, r.bins, r.eval_split) == (40, 3, 8, "test") for r in reqs)
+    check_comparable(reqs)                                  # the same labels in another file: comparable
+    why = dict((r.name, w) for r, w in candidates(list(runs.values()), runs["a/toy"], "test"))
+    assert "a/toy" not in why and why["b/toy"] is None and why["d/toy"] is None       # labels: checked on tick
+    assert "different datasets" in why["f/other"] and "K = 5" in why["g/toy"] and "350 and 360" in why["e/toy"]
