@@ -39,16 +39,18 @@ def _num(x: float, decimals: int, sign: bool = False) -> str:
     return f"{x:+.{decimals}f}" if sign else f"{x:.{decimals}f}"
 
 
-def cell_text(row: dict, metric: str, decimals: int) -> str:
-    """"value" for the reference; "value  Δ +d [lo, hi] ●" for another run (● when the interval excludes 0)."""
+def cell_text(row: dict, metric: str, decimals: int, delta_decimals: int) -> str:
+    """"value" for the reference; "value  Δ +d [lo, hi] ●" for another run (● when the interval excludes 0);
+    the interval with the precision of its difference."""
     scale = 100.0 if metric in PERCENT else 1.0
     text = _num(row[metric] * scale, decimals)
     if row["run"] == row["reference"]:
         return text
-    text += f"   Δ {_num(row[f'delta_{metric}'] * scale, decimals, sign=True)}"
+    dd = delta_decimals
+    text += f"   Δ {_num(row[f'delta_{metric}'] * scale, dd, sign=True)}"
     lo, hi = row[f"delta_{metric}_lo"], row[f"delta_{metric}_hi"]
     if math.isfinite(lo) and math.isfinite(hi):
-        text += f" [{_num(lo * scale, decimals, sign=True)}, {_num(hi * scale, decimals, sign=True)}]"
+        text += f" [{_num(lo * scale, dd, sign=True)}, {_num(hi * scale, dd, sign=True)}]"
     return text + (f" {MARK}" if row[f"significant_{metric}"] else "")
 
 
@@ -113,10 +115,11 @@ class CompareView(QtWidgets.QWidget):
             self.table.verticalHeaderItem(i).setToolTip(METRIC_HELP.get(m, m))
             rows = [comparison.row(run, nm) for nm, run in columns]
             scale = 100.0 if m in PERCENT else 1.0
-            dec = _decimals([r[m] * scale for r in rows] + [r[f"delta_{m}"] * scale for r in rows
-                                                          if r["run"] != r["reference"]])
+            dec = _decimals([r[m] * scale for r in rows])                    # 3 significant digits
+            deltas = [r[f"delta_{m}"] * scale for r in rows if r["run"] != r["reference"]]
+            ddec = max(dec, _decimals(deltas, sig=2))                          # 2 for the smallest difference
             for j, row in enumerate(rows):
-                item = QtWidgets.QTableWidgetItem(cell_text(row, m, dec))
+                item = QtWidgets.QTableWidgetItem(cell_text(row, m, dec, ddec))
                 item.setData(RUN_ROLE, row["run"])
                 item.setData(ROW_ROLE, row)
                 item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
