@@ -68,8 +68,10 @@ class Comparison:
     def reference_run(self) -> str:
         return self.evaluations[self.reference].run.name
 
-    def row(self, run: str, calibrator: str) -> dict:
-        return next(r for r in self.rows if r["run"] == run and r["calibrator"] == calibrator)
+    def row(self, run: str, calibrator: str, file: Optional[str] = None) -> dict:
+        """The record of ``run`` (in ``file``: runs of the same name in two files) and ``calibrator``."""
+        return next(r for r in self.rows if r["run"] == run and r["calibrator"] == calibrator
+                    and file in (None, r["file"]))
 
 
 def read_labels(file: str, run: lg.RunInfo, split: str) -> np.ndarray:
@@ -162,7 +164,8 @@ def compare(engine, requests: Sequence[EvalRequest], reference: int = 0, *, prog
 
 def compare_rows(evaluations: Sequence[Evaluation], distributions: Sequence[dict], reference: int = 0
                  ) -> list[dict]:
-    """One record per run x calibrator: metrics.csv's row, ``run``, ``reference`` and the paired delta columns
+    """One record per run x calibrator: metrics.csv's row, ``run``, ``reference``, ``file`` and ``is_reference``
+    (these two not in compare.csv) and the paired delta columns
     (:func:`calibview.core.deltas.delta_columns`); ``distributions[i]`` is calibrator -> metric -> (n_boot,) of
     evaluation i (:meth:`Engine.distributions`). The reference's own rows have delta 0 and no interval."""
     from .report import metrics_rows
@@ -173,6 +176,7 @@ def compare_rows(evaluations: Sequence[Evaluation], distributions: Sequence[dict
         for row in metrics_rows([ev]):
             name = row["calibrator"]
             row["run"], row["reference"] = ev.run.name, ref.run.name
+            row["file"], row["is_reference"] = ev.run.file, i == reference      # not in compare.csv
             try:
                 r_ref = ref.result(name)
             except KeyError:

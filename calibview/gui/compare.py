@@ -8,6 +8,7 @@ Draws only: the numbers are the records of :func:`calibview.core.compare.compare
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Optional
 
 from PySide6 import QtGui, QtWidgets
@@ -44,7 +45,7 @@ def cell_text(row: dict, metric: str, decimals: int, delta_decimals: int) -> str
     the interval with the precision of its difference."""
     scale = 100.0 if metric in PERCENT else 1.0
     text = _num(row[metric] * scale, decimals)
-    if row["run"] == row["reference"]:
+    if row["is_reference"]:
         return text
     dd = delta_decimals
     text += f"   Δ {_num(row[f'delta_{metric}'] * scale, dd, sign=True)}"
@@ -99,24 +100,24 @@ class CompareView(QtWidgets.QWidget):
                              f"for every run, {100 * level:g} % intervals); {MARK} the interval excludes 0. "
                              "Values in the units of the metrics table.")
         names = list(dict.fromkeys(r["calibrator"] for r in comparison.rows))
-        runs = [ev.run.name for ev in comparison.evaluations]
-        runs = [runs[comparison.reference]] + [r for r in runs if r != runs[comparison.reference]]
+        runs = [(ev.run.file, ev.run.name) for ev in comparison.evaluations]
+        runs = [runs[comparison.reference]] + [r for i, r in enumerate(runs) if i != comparison.reference]
         columns = [(nm, run) for nm in names for run in runs
-                   if any(r["calibrator"] == nm and r["run"] == run for r in comparison.rows)]
-        labels = {r["calibrator"]: r.get("label", r["calibrator"]) for r in comparison.rows}
-        for ev in comparison.evaluations:
-            labels.update({res.name: res.label for res in ev.results})
+                   if any(r["calibrator"] == nm and (r["file"], r["run"]) == run for r in comparison.rows)]
+        labels = {res.name: res.label for ev in comparison.evaluations for res in ev.results}
+        twice = {n for _, n in runs if sum(m == n for _, m in runs) > 1}      # same name in two files
         self.table.setColumnCount(len(columns))
         self.table.setRowCount(len(METRIC_NAMES))
-        self.table.setHorizontalHeaderLabels([f"{labels[nm]}\n{run}" + (" (reference)" if run == runs[0] else "")
-                                              for nm, run in columns])
+        self.table.setHorizontalHeaderLabels([
+            f"{labels[nm]}\n{run}" + (f" ({Path(file).name})" if run in twice else "")
+            + (" (reference)" if (file, run) == runs[0] else "") for nm, (file, run) in columns])
         self.table.setVerticalHeaderLabels([HEADERS.get(m, m) for m in METRIC_NAMES])
         for i, m in enumerate(METRIC_NAMES):
             self.table.verticalHeaderItem(i).setToolTip(METRIC_HELP.get(m, m))
-            rows = [comparison.row(run, nm) for nm, run in columns]
+            rows = [comparison.row(run, nm, file) for nm, (file, run) in columns]
             scale = 100.0 if m in PERCENT else 1.0
             dec = _decimals([r[m] * scale for r in rows])                    # 3 significant digits
-            deltas = [r[f"delta_{m}"] * scale for r in rows if r["run"] != r["reference"]]
+            deltas = [r[f"delta_{m}"] * scale for r in rows if not r["is_reference"]]
             ddec = max(dec, _decimals(deltas, sig=2))                          # 2 for the smallest difference
             for j, row in enumerate(rows):
                 item = QtWidgets.QTableWidgetItem(cell_text(row, m, dec, ddec))
@@ -136,7 +137,7 @@ class CompareView(QtWidgets.QWidget):
     @staticmethod
     def _tooltip(row: dict, m: str) -> str:
         lines = [f"{row['run']} · {row['calibrator']} · {m}: {row[m]!r} [{row[f'{m}_lo']!r}, {row[f'{m}_hi']!r}]"]
-        if row["run"] != row["reference"]:
+        if not row["is_reference"]:
             mark = {True: "significant: the interval excludes 0", False: "not significant: the interval holds 0",
                     None: "no interval"}[row[f"significant_{m}"]]
             lines.append(f"minus {row['reference']}: {row[f'delta_{m}']!r} [{row[f'delta_{m}_lo']!r}, "

@@ -122,6 +122,10 @@ class Session(QtCore.QObject):
             remaining = next(iter(self.files.items()), None)
             if remaining:
                 self.select_run(remaining[0], remaining[1][0].name, evaluate=False)
+        kept = tuple(c for c in self.compare_runs if c[0] != path)
+        if kept != self.compare_runs:                # a compared run went with the file: compare the others
+            self.compare_runs = kept
+            self.evaluate()
         self.files_changed.emit()
         self.selection_changed.emit()
 

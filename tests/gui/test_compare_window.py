@@ -122,3 +122,25 @@ def test_a_run_on_other_labels_is_refused_with_one_sentence(qtbot, window, tmp_p
     # nothing changed: no new evaluation, the tick is undone
     assert window.session.generation == gen and window.session.compare_runs == ()
     assert _item(window, "c/toy").checkState() == QtCore.Qt.Unchecked
+
+
+def test_closing_the_file_of_a_compared_run_compares_the_rest(qtbot, window, tmp_path):
+    path = runs_file(tmp_path / "r.h5")
+    other = tmp_path / "copy.h5"
+    other.write_bytes(path.read_bytes())                     # the same runs in a second file
+    window.open_files([path, other])
+    window.session.select_run(str(path.resolve()), "a/toy")
+    _idle(qtbot, window)
+    gen = window.session.generation
+    assert window.session.set_compare_runs([(str(other.resolve()), "a/toy"), (str(path.resolve()), "b/toy")])
+    _idle(qtbot, window, gen)
+    assert [e.run.file for e in window.session.evaluations] == [str(path.resolve()), str(other.resolve()),
+                                                                str(path.resolve())]
+    # a run compared with its copy in another file: the same numbers, differences exactly 0
+    row = window.session.comparison.row("a/toy", "ts", str(other.resolve()))
+    assert row["delta_ece"] == 0.0 and row["delta_ece_lo"] == 0.0 and row["significant_ece"] is False
+    gen = window.session.generation
+    window.session.close_file(str(other.resolve()))
+    _idle(qtbot, window, gen)
+    assert [e.run.name for e in window.session.evaluations] == ["a/toy", "b/toy"]
+    assert window.compare_view.table.columnCount() == 4
