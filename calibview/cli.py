@@ -7,6 +7,7 @@ it is a terminal.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import sys
 import threading
@@ -114,6 +115,40 @@ def _int_or_text(text: str):
         return text              # refused with the valid choices by the request check
 
 
+def _add_figure_options(p) -> None:
+    """The diagram files as publication figures (any of these options: the figure renderer, gui.figure)."""
+    g = p.add_argument_group("figure", "diagram files as figures for papers and slides (light theme, vector PDF/SVG)")
+    g.add_argument("--layout", choices=("overlay", "grid"),
+                   help="overlay: every calibrator in one plot; grid: one panel per calibrator (default: overlay)")
+    g.add_argument("--format", dest="figure_format", metavar="FMT[,FMT]",
+                   help="diagram file formats among png, svg, pdf (default: png)")
+    g.add_argument("--dpi", type=float, help="PNG resolution (default 300)")
+    g.add_argument("--figure-width", metavar="WIDTH",
+                   help="figure width: 3.5in (one column), 7in (two columns), 18cm, 2100px (default 7in)")
+    g.add_argument("--font-size", type=float, metavar="PT", help="font size in points (default 8)")
+    g.add_argument("--line-width", type=float, metavar="PT", help="curve width in points (default 1.2)")
+
+
+def _figure_options(args):
+    """FigureOptions from the command line, or None when no figure option was given (the classic diagram.png)."""
+    given = [args.layout, args.figure_format, args.dpi, args.figure_width, args.font_size, args.line_width]
+    if all(v is None for v in given):
+        return None
+    from .gui.figure_spec import FigureOptions, parse_formats, parse_length
+
+    dpi = 300.0 if args.dpi is None else float(args.dpi)
+    if not 10 <= dpi <= 2400:
+        raise CalibviewError(f"--dpi {args.dpi:g} is out of range; choose between 10 and 2400")
+    try:
+        width = parse_length(args.figure_width or "7in", dpi)
+        formats = parse_formats(args.figure_format or "png")
+    except ValueError as e:
+        raise CalibviewError(str(e)) from None
+    opts = FigureOptions(width_in=width, dpi=dpi, layout=args.layout or "overlay",
+                         font_pt=args.font_size or 8.0, line_width_pt=args.line_width or 1.2)
+    return opts, formats
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="calibview", description="Calibration and sharpness of stored classifier logits.")
@@ -124,6 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_eval_options(p)
     p.add_argument("--out", "-o", required=True, help="output directory")
     p.add_argument("--no-diagram", action="store_true", help="skip diagram.png (it needs Qt, drawn offscreen)")
+    _add_figure_options(p)
     from .core.report_selective import add_report_options
     add_report_options(p)          # --audit, --target-precision: selective.csv, audit.csv, thresholds.csv
     from .commands._compare import add_compare_options
@@ -293,6 +329,7 @@ def _cmd_report(args) -> int:
     audit = parse_thresholds(args.audit)
     check_target(args.target_precision)
     _compare.prepare(args, _requests)         # refuses runs that cannot be compared before any work
+    figure = None if args.no_diagram else _figure_options(args)
     engine = Engine()
     evaluations = _evaluate_all(args, engine)
     paths, messages = write_report(evaluations, args.out)
@@ -308,7 +345,7 @@ def _cmd_report(args) -> int:
         logging.getLogger("calibview").warning(f"note: {message}")
     firsts = _first_settings(evaluations)
     if not args.no_diagram:
-        paths += _write_diagrams(firsts, Path(args.out))
+        paths += _write_diagrams(firsts, Path(args.out), figure)
     for ev in firsts:
         print(_summary_line(ev))
     for line in _compare.summary(Path(args.out) / "compare.csv") if args.compare else []:
@@ -338,10 +375,14 @@ def _first_settings(evaluations) -> list:
     return out
 
 
-def _write_diagrams(evaluations, out: Path) -> list[Path]:
-    """diagram.png (one run) or diagram_<model>_<dataset>.png per run, drawn offscreen by the GUI's canvas."""
+def _write_diagrams(evaluations, out: Path, figure=None) -> list[Path]:
+    """diagram.png (one run) or diagram_<model>_<dataset>.png per run, drawn offscreen by the GUI's canvas; with
+    ``figure`` (options, formats) one publication figure per format instead (gui.figure_export)."""
     try:
         from .gui.canvas import render_diagram_png
+        from .gui.figure import legend_numbers
+        from .gui.figure_export import render_figure
+        from .gui.figure_spec import calibrator_panels
     except ImportError as e:          # a headless install without Qt still gets the CSV and JSON
         print(f"calibview: warning: no diagram.png ({e}); install PySide6 and pyqtgraph for it.", file=sys.stderr)
         return []
@@ -353,6 +394,15 @@ def _write_diagrams(evaluations, out: Path) -> list[Path]:
         name = "_".join(["diagram"] + ["".join(c if c.isalnum() or c in "-." else "_" for c in p)
                                        for p in parts]) + ".png"
         title = f"{ev.run.name} · {ev.request.eval_split} (N = {ev.n_eval:,}, K = {ev.k})"
+        if figure is not None:
+            opts, formats = figure
+            opts = dataclasses.replace(opts, title=title, extra={"bandwidth": f"{ev.request.bandwidth:g}",
+                                                                  "kernel": ev.request.kernel})
+            panels = calibrator_panels(ev.results, k=ev.k, layout=opts.layout,
+                                       subtitle_of=lambda r: legend_numbers(r.metrics))
+            paths += render_figure(panels, out / name, opts, bandwidth=ev.request.bandwidth,
+                                   kernel=ev.request.kernel, formats=formats)
+            continue
         render_diagram_png(list(ev.results), out / name, bandwidth=ev.request.bandwidth, kernel=ev.request.kernel,
                            title=title)
         paths.append(out / name)
