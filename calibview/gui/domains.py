@@ -19,11 +19,8 @@ from calibview.gui.canvas import CalibrationCanvas
 SINGLE_MIN, SIDE_BY_SIDE_MIN = (320, 260), (200, 220)
 
 
-def split_title(ev, short: bool = False, by_run: bool = False) -> str:
-    """The diagram's title; side by side the run is in the window title and the table caption, unless the
-    diagrams are of compared runs (``by_run``: one run each, on one split)."""
-    if by_run:
-        return f"{ev.run.model} · {ev.request.eval_split} (N = {ev.n_eval:,})"
+def split_title(ev, short: bool = False) -> str:
+    """The diagram's title; side by side the run is in the window title and the table caption."""
     if short:
         return f"{ev.request.eval_split} · N = {ev.n_eval:,}"
     return f"{ev.run.name} · {ev.request.eval_split} (N = {ev.n_eval:,}, K = {ev.k})"
@@ -70,9 +67,8 @@ class DomainCanvases(QtWidgets.QWidget):
         visible = set(visible)
         for canvas in self.canvases():
             canvas.set_compact(bool(want), SIDE_BY_SIDE_MIN if want else SINGLE_MIN)
-        by_run = len({(ev.run.file, ev.run.name) for ev in evaluations}) > 1
         for canvas, ev in zip(self.canvases(), evaluations):
-            canvas.set_results(list(ev.results), title=split_title(ev, short=bool(want), by_run=by_run),
+            canvas.set_results(list(ev.results), title=split_title(ev, short=bool(want)),
                                computed_at=(ev.request.bandwidth, ev.request.kernel))
             canvas.set_bandwidth(bandwidth, kernel)
             canvas.set_visible(visible)

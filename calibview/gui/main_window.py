@@ -17,6 +17,7 @@ from calibview.gui.browser import Browser
 from calibview.gui.calibrators import CalibratorPanel
 from calibview.gui.canvas import CalibrationCanvas
 from calibview.gui.compare import CompareView
+from calibview.gui.compare_figure import CompareFigure
 from calibview.gui.decisions import DecisionsView
 from calibview.gui.domains import DomainCanvases
 from calibview.gui.metrics_table import MetricsTable
@@ -168,6 +169,9 @@ class MainWindow(QtWidgets.QMainWindow):
         col.addWidget(self.bandwidth_bar)
         self.domains = DomainCanvases(self.canvas)          # one diagram per eval split, side by side
         col.addWidget(self.domains, 1)
+        self.compare_figure = CompareFigure(self.session)    # compared runs: in place of the canvas
+        self.compare_figure.active_changed.connect(self.domains.setHidden)
+        col.addWidget(self.compare_figure, 1)
         self.setCentralWidget(central)
         self.browser = Browser(self.session)
         self.panel = CalibratorPanel(self.session)
@@ -381,7 +385,9 @@ class MainWindow(QtWidgets.QMainWindow):
                 return None
             self.settings.setValue("last_dir", str(Path(path).parent))
         try:
-            if kind == "png":
+            if kind in ("png", "svg") and self.compare_figure.active:      # compared runs: their figure
+                self.compare_figure.export(path)
+            elif kind == "png":
                 self.domains.export_png(path, scale=2.0)       # with several eval splits: side by side
             elif kind == "svg":
                 self.canvas.export_svg(path)
@@ -403,7 +409,8 @@ class MainWindow(QtWidgets.QMainWindow):
         evs = self.session.evaluations if ev is not None and ev is self.session.evaluation else \
             ((ev,) if ev is not None else ())
         self.table.set_evaluations(evs[:1] if self.session.compare_runs else evs)   # runs: the Compare tab
-        self.domains.set_evaluations(evs, self.session.bandwidth, self.session.kernel, self.session.visible)
+        self.domains.set_evaluations(evs[:1] if self.session.compare_runs else evs, self.session.bandwidth,
+                                     self.session.kernel, self.session.visible)
         if ev is None:
             return
         warnings = [f"{r.label}: {w}" for r in ev.results for w in r.warnings]
@@ -488,6 +495,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.theme = name
         apply_palette(QtWidgets.QApplication.instance(), name)
         self.domains.set_theme(name)
+        self.compare_figure.set_theme(name)
         self.decisions.set_theme(name)
         self.slice_overlay.set_theme(name)
         self.theme_actions[name].setChecked(True)

@@ -69,15 +69,42 @@ def test_comparing_two_runs_shows_both_diagrams_and_the_paired_differences(qtbot
     _idle(qtbot, window, gen)
     s = window.session
     assert [e.run.name for e in s.evaluations] == ["a/toy", "b/toy"] and s.comparison is not None
-    # one diagram per run, titled by its model, each drawing its own run's curve
-    canvases = window.domains.canvases()
-    assert len(canvases) == 2
-    for canvas, ev in zip(canvases, s.evaluations):
-        assert canvas._title.startswith(ev.run.model)   # canvas.py is not mine to extend
-        x, y = canvas.drawn_curve("ts")
-        ref = ev.result("ts").curve(s.bandwidth)
-        ok = np.isfinite(y)
-        np.testing.assert_array_equal(ref.curve[np.searchsorted(ref.x, x[ok])], y[ok])
+    # the canvas gives way to the comparison's figure: a panel per run, calibrators by colour, runs by line style
+    fig = window.compare_figure
+    assert fig.isVisible() and not window.domains.isVisible() and fig.layout_key() == "run"
+    view = fig.view
+    assert [p.spec.title for p in view.panels] == ["a/toy (reference)", "b/toy"]
+    for panel, ev in zip(view.panels, s.evaluations):
+        assert [(se.result.name, se.result is ev.result(se.result.name)) for se in panel.series] == [
+            ("none", True), ("ts", True)]
+        for se in panel.series:                          # each drawing its own run's curve
+            x, y = se.curve.getData()
+            ref = ev.result(se.result.name).curve(s.bandwidth)
+            ok = np.isfinite(y)
+            assert ok.sum() > 10
+            np.testing.assert_array_equal(ref.curve[np.searchsorted(ref.x, x[ok])], y[ok])
+    series = [se for p in view.panels for se in p.series]
+    colors = {(se.result.name, se.item.dash_key): se.color for se in series}
+    dashes = {(se.result.name, se.item.dash_key): se.dash for se in series}
+    assert colors[("ts", "a/toy")] == colors[("ts", "b/toy")] != colors[("none", "a/toy")]     # colour: calibrator
+    assert dashes[("ts", "a/toy")] is None and dashes[("ts", "b/toy")] is not None            # line style: run
+    # a panel per calibrator: the runs overlaid, titled with each run's ECE and the paired difference, marked
+    fig.set_layout("calibrator")
+    assert [p.spec.title for p in view.panels] == ["Uncalibrated", "Temperature scaling"]
+    assert [len(p.series) for p in view.panels] == [2, 2]
+    none_caption = view.panels[0].spec.subtitle
+    assert none_caption.startswith("ECE a ") and "b " in none_caption and "Δ +" in none_caption
+    assert none_caption.endswith("●)")
+    fig.set_layout("overlay")
+    assert len(view.panels) == 1 and len(view.panels[0].series) == 4
+    # hiding a calibrator hides its curves in every layout
+    s.set_visible({"ts"})
+    assert [se.curve.isVisible() for se in view.panels[0].series] == [False, True, False, True]
+    s.set_visible({"none", "ts"})
+    fig.set_layout("run")
+    png = fig.export(str(tmp_path / "cmp.png"))[0]
+    from PySide6 import QtGui
+    assert QtGui.QImage(str(png)).width() == 2100
     # the Compare tab is shown: a row per metric, a column per calibrator and run, the reference first
     view = window.compare_view
     assert window.table.tabs.currentWidget() is view
@@ -106,7 +133,7 @@ def test_comparing_two_runs_shows_both_diagrams_and_the_paired_differences(qtbot
     _item(window, "b/toy").setCheckState(QtCore.Qt.Unchecked)
     _idle(qtbot, window, gen)
     assert len(s.evaluations) == 1 and s.comparison is None and view.table.columnCount() == 0
-    assert len(window.domains.canvases()) == 1
+    assert window.domains.isVisible() and not fig.isVisible() and len(window.domains.canvases()) == 1
 
 
 def test_a_run_on_other_labels_is_refused_with_one_sentence(qtbot, window, tmp_path):

@@ -1,0 +1,172 @@
+"""The figure of compared runs, in place of the canvas while runs are compared: built on the figure API
+(``gui.figure_spec``: the grid's panels split by one factor, the overlay inside a panel by another) with
+calibrators by colour and runs by line style: a panel per run (the calibrators overlaid), a panel per calibrator
+(the runs overlaid: the comparison at a glance, each panel titled with every run's ECE and its paired difference
+to the reference), or everything in one overlay. Draws only; exports through ``gui.figure_export``.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Optional
+
+from PySide6 import QtCore, QtWidgets
+
+from calibview.gui.figure import FigureView
+from calibview.gui.figure_spec import CurveItem, FigureOptions, PanelSpec, split_panels
+from calibview.gui.session import Session
+
+#: (layout key, what the switch says)
+LAYOUTS = (("run", "A panel per run"), ("calibrator", "A panel per calibrator"), ("overlay", "Overlay"))
+MARK = "●"
+
+
+def run_keys(evaluations) -> list[str]:
+    """The name of each compared run as the figure shows it: its run name, with the file's where two files hold
+    a run of the same name."""
+    names = [ev.run.name for ev in evaluations]
+    return [f"{n} ({Path(ev.run.file).name})" if names.count(n) > 1 else n for n, ev in zip(names, evaluations)]
+
+
+def _ece_caption(items, comparison) -> str:
+    """ "ECE resnet110-brier 2.56 % · resnet110-flsd53 1.87 % (Δ -0.69 [-1.07, -0.29] ●)": every run of a
+    calibrator's panel, with the paired difference to the reference once the comparison is complete."""
+    parts = []
+    for it in items:
+        ev = it.evaluation
+        text = f"{ev.run.model} {100 * it.result.metrics['ece'].value:.2f} %"
+        row = None
+        if comparison is not None:
+            try:
+                row = comparison.row(ev.run.name, it.result.name, ev.run.file)
+            except StopIteration:
+                row = None
+        if row is not None and not row["is_reference"]:
+            lo, hi = row["delta_ece_lo"], row["delta_ece_hi"]
+            iv = f" [{100 * lo:+.2f}, {100 * hi:+.2f}]" if math.isfinite(lo) and math.isfinite(hi) else ""
+            text += f" (Δ {100 * row['delta_ece']:+.2f}{iv}{' ' + MARK if row['significant_ece'] else ''})"
+        parts.append(text)
+    return "ECE " + " · ".join(parts)
+
+
+def comparison_panels(evaluations, layout: str = "run", comparison=None) -> list[PanelSpec]:
+    """The panels of compared runs (the reference first) in ``layout`` (see LAYOUTS): calibrators by colour
+    (``color_key`` = calibrator name), runs by line style (``dash_key`` = the run)."""
+    evaluations = tuple(evaluations)
+    keys = run_keys(evaluations)
+    items, evs = [], {}
+    for ev, key in zip(evaluations, keys):
+        for r in ev.results:
+            it = CurveItem(result=r, label=f"{r.label} · {key}", color_key=r.name, dash_key=key, k=ev.k)
+            items.append(it)
+            evs[id(it)] = ev
+    if not items:
+        return []
+    ref = keys[0]
+    split, n = evaluations[0].request.eval_split, evaluations[0].n_eval
+    if layout == "overlay":
+        return [PanelSpec(title=f"{len(evaluations)} runs on {split} (N = {n:,}; line style: run, colour: "
+                                f"calibrator)", items=tuple(items))]
+    if layout == "calibrator":
+        def caption(key, its):
+            return _ece_caption([_with_ev(it, evs[id(it)]) for it in its], comparison)
+        return split_panels(items, panel_of=lambda it: it.color_key, layout="grid",
+                            title_of=lambda key, its: its[0].result.label, subtitle_of=caption)
+    return split_panels(items, panel_of=lambda it: it.dash_key, layout="grid",
+                        title_of=lambda key, its: key + (" (reference)" if key == ref else ""),
+                        subtitle_of=lambda key, its: f"{split} · N = {n:,}")
+
+
+class _WithEv:
+    __slots__ = ("result", "evaluation")
+
+    def __init__(self, result, evaluation) -> None:
+        self.result, self.evaluation = result, evaluation
+
+
+def _with_ev(item: CurveItem, ev) -> _WithEv:
+    return _WithEv(item.result, ev)
+
+
+class CompareFigure(QtWidgets.QWidget):
+    """A layout switch, an export button and the FigureView of the session's compared runs. Shown (and
+    ``active_changed(True)`` emitted) only while runs are compared; the window hides its canvas meanwhile."""
+
+    active_changed = QtCore.Signal(bool)
+
+    def __init__(self, session: Session, theme: str = "light", parent=None) -> None:
+        super().__init__(parent)
+        self.session = session
+        self.layout_combo = QtWidgets.QComboBox()
+        for key, text in LAYOUTS:
+            self.layout_combo.addItem(text, key)
+        self.layout_combo.setToolTip("Small multiples split by one factor, the other overlaid inside each panel: "
+                                     "calibrators by colour, runs by line style")
+        self.layout_combo.currentIndexChanged.connect(lambda _i: self.refresh())
+        self.export_button = QtWidgets.QPushButton("Export figure…")
+        self.export_button.setToolTip("PNG (7 in at 300 DPI), SVG or PDF of this figure, light theme")
+        self.export_button.clicked.connect(lambda: self.export())
+        self.view = FigureView(theme=theme)
+        bar = QtWidgets.QHBoxLayout()
+        bar.setContentsMargins(6, 0, 6, 0)
+        bar.addWidget(QtWidgets.QLabel("Compared runs:"))
+        bar.addWidget(self.layout_combo)
+        bar.addStretch(1)
+        bar.addWidget(self.export_button)
+        col = QtWidgets.QVBoxLayout(self)
+        col.setContentsMargins(0, 0, 0, 0)
+        col.setSpacing(0)
+        col.addLayout(bar)
+        col.addWidget(self.view, 1)
+        self.panels: list[PanelSpec] = []
+        self.active = False
+        self.hide()
+        session.evaluation_changed.connect(lambda _ev: self.refresh())
+        session.comparison_changed.connect(lambda _c: self.refresh())
+        session.bandwidth_changed.connect(self.view.set_bandwidth)
+        session.visible_changed.connect(lambda _v: self._apply_hidden())
+
+    def layout_key(self) -> str:
+        return self.layout_combo.currentData()
+
+    def set_layout(self, key: str) -> None:
+        self.layout_combo.setCurrentIndex(max(0, self.layout_combo.findData(key)))
+
+    def refresh(self) -> None:
+        s = self.session
+        evs = tuple(s.evaluations) if s.compare_runs else ()
+        active = bool(evs)
+        if active:
+            self.panels = comparison_panels(evs, self.layout_key(), s.comparison)
+            self.view.set_bandwidth(s.bandwidth, s.kernel)
+            self.view.set_panels(self.panels)
+            self._apply_hidden()
+        if active != self.active:
+            self.active = active
+            self.setVisible(active)
+            self.active_changed.emit(active)
+
+    def _apply_hidden(self) -> None:
+        visible = self.session.visible
+        self.view.set_hidden({it.label for p in self.panels for it in p.items
+                              if visible and it.color_key not in visible})
+
+    def set_theme(self, name: str) -> None:
+        self.view.set_theme(name)
+
+    def export(self, path: Optional[str] = None) -> Optional[list]:
+        """The figure as PNG, SVG or PDF (by the suffix) at 7 in and 300 DPI in the light theme."""
+        from calibview.gui.figure_export import render_figure
+
+        if not self.panels:
+            return None
+        if path is None:
+            path, _ = QtWidgets.QFileDialog.getSaveFileName(self, "Export comparison figure", "compare.png",
+                                                            "PNG (*.png);;SVG (*.svg);;PDF (*.pdf)")
+            if not path:
+                return None
+        options = FigureOptions(layout="grid" if self.layout_key() != "overlay" else "overlay",
+                                title=f"compared runs · {self.layout_combo.currentText().lower()}")
+        return render_figure(self.panels, path, options, bandwidth=self.session.bandwidth,
+                             kernel=self.session.kernel)
