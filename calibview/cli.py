@@ -340,7 +340,7 @@ def _cmd_report(args) -> int:
     if len({ev.request.eval_split for ev in evaluations}) > 1:
         paths.append(_write_domains(evaluations, engine, Path(args.out)))
     if args.compare:
-        paths.append(_compare.write_compare(engine, evaluations, args, Path(args.out)))
+        paths += _compare.write_compare(engine, evaluations, args, Path(args.out), figure)
     for message in messages:
         logging.getLogger("calibview").warning(f"note: {message}")
     firsts = _first_settings(evaluations)

@@ -57,16 +57,45 @@ def _reference_index(args, requests_of) -> int:
     return names.index(ref)
 
 
-def write_compare(engine, evaluations, args, out: Path) -> Path:
-    """compare.csv from the report's evaluations (one per compared run, in --compare order); the distributions
-    behind the intervals are the engine's cached ones."""
-    from ..core.compare import compare_csv, compare_rows
+def write_compare(engine, evaluations, args, out: Path, figure=None) -> list[Path]:
+    """compare.csv from the report's evaluations (one per compared run, in --compare order; the distributions
+    behind the intervals are the engine's cached ones) and, unless --no-diagram, compare.png: a panel per
+    calibrator with the runs overlaid (line style: run), each titled with every run's ECE and its paired
+    difference; ``figure`` ((FigureOptions, formats) of the figure options) sets its size and formats."""
+    from ..core.compare import Comparison, compare_csv, compare_rows
     from ..core.report import atomic_write
 
     dists = [engine.distributions(ev.request) if ev.request.n_boot else {} for ev in evaluations]
-    rows = compare_rows(evaluations, dists, getattr(args, "reference_index", 0))
+    ref = getattr(args, "reference_index", 0)
+    rows = compare_rows(evaluations, dists, ref)
     atomic_write(out / "compare.csv", compare_csv(rows))
-    return out / "compare.csv"
+    paths = [out / "compare.csv"]
+    if not args.no_diagram:
+        order = [ref] + [i for i in range(len(evaluations)) if i != ref]          # the reference first
+        paths += _figure(Comparison(tuple(evaluations[i] for i in order), 0, tuple(rows)), out, figure)
+    return paths
+
+
+def _figure(comparison, out: Path, figure) -> list[Path]:
+    import dataclasses
+    import sys
+
+    try:
+        from ..gui.compare_figure import comparison_panels
+        from ..gui.figure_export import render_figure
+        from ..gui.figure_spec import FigureOptions
+    except ImportError as e:          # a headless install without Qt still gets compare.csv
+        print(f"calibview: warning: no compare.png ({e}); install PySide6 and pyqtgraph for it.", file=sys.stderr)
+        return []
+    ref = comparison.evaluations[0]
+    opts, formats = figure if figure is not None else (FigureOptions(), ["png"])
+    opts = dataclasses.replace(opts, layout="grid", title=(
+        f"{len(comparison.evaluations)} runs on {ref.run.dataset or ref.run.name} {ref.request.eval_split} "
+        f"(N = {ref.n_eval:,}), reference {ref.run.name}"), extra={"bandwidth": f"{ref.request.bandwidth:g}",
+                                                                   "kernel": ref.request.kernel})
+    panels = comparison_panels(comparison.evaluations, "calibrator", comparison)
+    return render_figure(panels, out / "compare.png", opts, bandwidth=ref.request.bandwidth,
+                         kernel=ref.request.kernel, formats=formats)
 
 
 def summary(path: Path) -> list[str]:

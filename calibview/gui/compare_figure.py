@@ -1,13 +1,12 @@
 """The figure of compared runs, in place of the canvas while runs are compared: built on the figure API
 (``gui.figure_spec``: the grid's panels split by one factor, the overlay inside a panel by another) with
-calibrators by colour and runs by line style: a panel per run (the calibrators overlaid), a panel per calibrator
-(the runs overlaid: the comparison at a glance, each panel titled with every run's ECE and its paired difference
-to the reference), or everything in one overlay. Draws only; exports through ``gui.figure_export``.
+calibrators by colour and runs by line style: a panel per calibrator (the default: the runs overlaid, the
+comparison at a glance, each panel titled with every run's ECE and its paired difference to the reference), a
+panel per run (the calibrators overlaid), or everything in one overlay. Draws only; exports through ``gui.figure_export``.
 """
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Optional
 
@@ -18,20 +17,21 @@ from calibview.gui.figure_spec import CurveItem, FigureOptions, PanelSpec, split
 from calibview.gui.session import Session
 
 #: (layout key, what the switch says)
-LAYOUTS = (("run", "A panel per run"), ("calibrator", "A panel per calibrator"), ("overlay", "Overlay"))
+LAYOUTS = (("calibrator", "A panel per calibrator"), ("run", "A panel per run"), ("overlay", "Overlay"))
 MARK = "●"
 
 
 def run_keys(evaluations) -> list[str]:
-    """The name of each compared run as the figure shows it: its run name, with the file's where two files hold
-    a run of the same name."""
-    names = [ev.run.name for ev in evaluations]
+    """The name of each compared run as the figure shows it: its model (compared runs share the dataset), with
+    the file's name where two files hold a run of the same model."""
+    names = [ev.run.model or ev.run.name for ev in evaluations]
     return [f"{n} ({Path(ev.run.file).name})" if names.count(n) > 1 else n for n, ev in zip(names, evaluations)]
 
 
 def _ece_caption(items, comparison) -> str:
-    """ "ECE resnet110-brier 2.56 % · resnet110-flsd53 1.87 % (Δ -0.69 [-1.07, -0.29] ●)": every run of a
-    calibrator's panel, with the paired difference to the reference once the comparison is complete."""
+    """ "ECE resnet110-brier 2.56 % · resnet110-flsd53 1.87 % (Δ -0.69 ●)": every run of a calibrator's panel,
+    with the paired difference to the reference (● its interval excludes 0; the interval is in the Compare tab)
+    once the comparison is complete."""
     parts = []
     for it in items:
         ev = it.evaluation
@@ -43,14 +43,12 @@ def _ece_caption(items, comparison) -> str:
             except StopIteration:
                 row = None
         if row is not None and not row["is_reference"]:
-            lo, hi = row["delta_ece_lo"], row["delta_ece_hi"]
-            iv = f" [{100 * lo:+.2f}, {100 * hi:+.2f}]" if math.isfinite(lo) and math.isfinite(hi) else ""
-            text += f" (Δ {100 * row['delta_ece']:+.2f}{iv}{' ' + MARK if row['significant_ece'] else ''})"
+            text += f" (Δ {100 * row['delta_ece']:+.2f}{' ' + MARK if row['significant_ece'] else ''})"
         parts.append(text)
     return "ECE " + " · ".join(parts)
 
 
-def comparison_panels(evaluations, layout: str = "run", comparison=None) -> list[PanelSpec]:
+def comparison_panels(evaluations, layout: str = "calibrator", comparison=None) -> list[PanelSpec]:
     """The panels of compared runs (the reference first) in ``layout`` (see LAYOUTS): calibrators by colour
     (``color_key`` = calibrator name), runs by line style (``dash_key`` = the run)."""
     evaluations = tuple(evaluations)
@@ -58,7 +56,7 @@ def comparison_panels(evaluations, layout: str = "run", comparison=None) -> list
     items, evs = [], {}
     for ev, key in zip(evaluations, keys):
         for r in ev.results:
-            it = CurveItem(result=r, label=f"{r.label} · {key}", color_key=r.name, dash_key=key, k=ev.k)
+            it = CurveItem(result=r, label=f"{key} · {r.label}", color_key=r.name, dash_key=key, k=ev.k)
             items.append(it)
             evs[id(it)] = ev
     if not items:
@@ -66,8 +64,9 @@ def comparison_panels(evaluations, layout: str = "run", comparison=None) -> list
     ref = keys[0]
     split, n = evaluations[0].request.eval_split, evaluations[0].n_eval
     if layout == "overlay":
-        return [PanelSpec(title=f"{len(evaluations)} runs on {split} (N = {n:,}; line style: run, colour: "
-                                f"calibrator)", items=tuple(items))]
+        dataset = evaluations[0].run.dataset
+        return [PanelSpec(title=f"{len(evaluations)} runs on {dataset} {split} (N = {n:,})",
+                          subtitle="line style: run · colour: calibrator", items=tuple(items))]
     if layout == "calibrator":
         def caption(key, its):
             return _ece_caption([_with_ev(it, evs[id(it)]) for it in its], comparison)
@@ -75,7 +74,7 @@ def comparison_panels(evaluations, layout: str = "run", comparison=None) -> list
                             title_of=lambda key, its: its[0].result.label, subtitle_of=caption)
     return split_panels(items, panel_of=lambda it: it.dash_key, layout="grid",
                         title_of=lambda key, its: key + (" (reference)" if key == ref else ""),
-                        subtitle_of=lambda key, its: f"{split} · N = {n:,}")
+                        subtitle_of=lambda key, its: f"{evaluations[0].run.dataset} {split} · N = {n:,}")
 
 
 class _WithEv:

@@ -90,3 +90,15 @@ def test_what_cannot_be_compared_is_refused_before_any_work(tmp_path, capsys, ar
     assert main(["report", *argv, "--n-boot", "10", "--quiet", "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert words in err and err.count("\n") == 1 and not out.exists()
+
+
+@pytest.mark.qt
+def test_the_report_draws_the_comparison_as_a_panel_per_calibrator(tmp_path):
+    from PySide6 import QtGui
+
+    assert main(["report", "--compare", f"{BRIER},{FLSD}", "--calibrators", "none,ts", "--n-boot", "30",
+                 "--quiet", "--out", str(tmp_path), "--format", "png,pdf", "--figure-width", "3.5in",
+                 "--dpi", "200"]) == 0
+    img = QtGui.QImage(str(tmp_path / "compare.png"))
+    assert img.width() == 700 and "reference resnet110-brier/cifar10" in img.text("Title")
+    assert (tmp_path / "compare.pdf").read_bytes().startswith(b"%PDF")

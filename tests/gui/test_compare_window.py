@@ -71,9 +71,10 @@ def test_comparing_two_runs_shows_both_diagrams_and_the_paired_differences(qtbot
     assert [e.run.name for e in s.evaluations] == ["a/toy", "b/toy"] and s.comparison is not None
     # the canvas gives way to the comparison's figure: a panel per run, calibrators by colour, runs by line style
     fig = window.compare_figure
-    assert fig.isVisible() and not window.domains.isVisible() and fig.layout_key() == "run"
+    assert fig.isVisible() and not window.domains.isVisible() and fig.layout_key() == "calibrator"
+    fig.set_layout("run")
     view = fig.view
-    assert [p.spec.title for p in view.panels] == ["a/toy (reference)", "b/toy"]
+    assert [p.spec.title for p in view.panels] == ["a (reference)", "b"]
     for panel, ev in zip(view.panels, s.evaluations):
         assert [(se.result.name, se.result is ev.result(se.result.name)) for se in panel.series] == [
             ("none", True), ("ts", True)]
@@ -86,8 +87,9 @@ def test_comparing_two_runs_shows_both_diagrams_and_the_paired_differences(qtbot
     series = [se for p in view.panels for se in p.series]
     colors = {(se.result.name, se.item.dash_key): se.color for se in series}
     dashes = {(se.result.name, se.item.dash_key): se.dash for se in series}
-    assert colors[("ts", "a/toy")] == colors[("ts", "b/toy")] != colors[("none", "a/toy")]     # colour: calibrator
-    assert dashes[("ts", "a/toy")] is None and dashes[("ts", "b/toy")] is not None            # line style: run
+    assert colors[("ts", "a")] == colors[("ts", "b")] != colors[("none", "a")]     # colour: calibrator
+    assert dashes[("ts", "a")] is None and dashes[("ts", "b")] is not None            # line style: run
+    assert [se.name for se in view.panels[1].series] == ["b · Uncalibrated", "b · Temperature scaling"]
     # a panel per calibrator: the runs overlaid, titled with each run's ECE and the paired difference, marked
     fig.set_layout("calibrator")
     assert [p.spec.title for p in view.panels] == ["Uncalibrated", "Temperature scaling"]
