@@ -145,9 +145,11 @@ def export_view(view: FigureView, path, fmt: str, options: FigureOptions, height
 
 
 def render_figure(panels: Sequence[PanelSpec], path, options: Optional[FigureOptions] = None, *,
-                  bandwidth: float = 0.05, kernel: str = "gaussian", formats: Sequence[str] = ()) -> list[Path]:
+                  bandwidth: float = 0.05, kernel: str = "gaussian", formats: Sequence[str] = (),
+                  hidden_bands=(), x_range: Optional[tuple] = None) -> list[Path]:
     """Draws ``panels`` offscreen and writes ``path`` (its suffix is the format) or, with ``formats``, one file
-    per format with that suffix. Returns the paths written."""
+    per format with that suffix; ``hidden_bands``: colour keys drawn without their band; ``x_range``: the
+    confidence range shown (default [0, 1]). Returns the paths written."""
     ensure_app()
     options = options or FigureOptions()
     path = Path(path)
@@ -156,9 +158,12 @@ def render_figure(panels: Sequence[PanelSpec], path, options: Optional[FigureOpt
     view = FigureView(theme=options.theme, font_pt=options.font_pt, line_width_pt=options.line_width_pt)
     out = []
     try:
+        view.band_hidden = set(hidden_bands)
         view.set_bands(options.bands)
         view.set_bandwidth(bandwidth, kernel)
         view.set_panels(panels)
+        if x_range is not None:
+            view.set_x_range(*x_range)
         for fmt in fmts:
             out.append(export_view(view, path.with_suffix("." + fmt), fmt, options, height_in))
     finally:
