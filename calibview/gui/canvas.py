@@ -16,7 +16,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 
 from .canvas_export import CanvasExportMixin, render_diagram_png  # noqa: F401 (re-exported)
 from .canvas_figure import FigureMixin
-from .canvas_nav import CanvasToolbar, DraggableLegend
+from .canvas_nav import CanvasToolbar, DraggableLegend, x_ticks
 from .figure import FigureView
 from .palette import assign_colors
 from .theme import THEMES, Theme, qcolor, themed_color
@@ -29,7 +29,7 @@ _AXIS_WIDTH = 58            # fixed left-axis width, so that both plots' x axes 
 _FONT_PT = 10
 
 
-from .curve_items import DRAW_FLOOR, Series as _Series  # noqa: F401 (DRAW_FLOOR re-exported)
+from .curve_items import DRAW_FLOOR, Series as _Series, band_alpha_scale  # noqa: F401 (DRAW_FLOOR re-exported)
 
 
 
@@ -124,7 +124,7 @@ class CalibrationCanvas(FigureMixin, CanvasExportMixin, QtWidgets.QWidget):
             plot.getAxis("left").setWidth(_AXIS_WIDTH)
             plot.getAxis("right").setWidth(6)
             for side in ("bottom", "top"):
-                plot.getAxis(side).setTicks(_unit_ticks(0.2, 0.1))
+                plot.getAxis(side).setTicks(x_ticks(0.0, 1.0))
             plot.setXRange(0.0, 1.0, padding=0)
         self._top.setYRange(-_Y_PAD, 1.0 + _Y_PAD, padding=0)     # a curve at accuracy 1 stays off the frame
         self._bottom.setYRange(0.0, 1.08, padding=0)
@@ -271,7 +271,12 @@ class CalibrationCanvas(FigureMixin, CanvasExportMixin, QtWidgets.QWidget):
         raise KeyError(name)
 
     def _refresh_visibility(self) -> None:
+        scale = band_alpha_scale(sum(1 for s in self._series if s.name not in self._hidden and self._bands
+                                     and s.name not in self._band_hidden))
         for s in self._series:
+            if s.band_alpha_scale != scale:
+                s.band_alpha_scale = scale
+                s.apply_theme(self._theme)
             on = s.name not in self._hidden
             if on:
                 s.update(self._bandwidth, self._kernel)

@@ -11,7 +11,7 @@ from PySide6 import QtCore, QtWidgets
 __all__ = ["CanvasToolbar", "DraggableLegend", "RANGE_PRESETS", "x_ticks"]
 
 #: (label, key) of the confidence-range presets; "domain" is [1/K, 1].
-RANGE_PRESETS = (("Full range [0, 1]", "full"), ("[1/K, 1]", "domain"), ("High confidence [0.8, 1]", "high"))
+RANGE_PRESETS = (("Full [0, 1]", "full"), ("[1/K, 1]", "domain"), ("High [0.8, 1]", "high"))
 
 
 def x_ticks(lo: float, hi: float) -> list:
@@ -34,7 +34,10 @@ def x_ticks(lo: float, hi: float) -> list:
         if v < -1e-12 or v > 1 + 1e-12:
             continue
         if abs(v / major - round(v / major)) < 1e-6:
-            majors.append((v, label(v)))
+            # a label on the plot's edge is kept: nudged inside by far less than a pixel, as the linked strip's
+            # range can end 1e-16 past it
+            at = v + span * 1e-9 if abs(v - lo) < span * 1e-6 else v - span * 1e-9 if abs(v - hi) < span * 1e-6 else v
+            majors.append((at, label(v)))
         else:
             minors.append((v, ""))
     return [majors, minors]
@@ -91,7 +94,7 @@ class CanvasToolbar(QtWidgets.QWidget):
         row.setSpacing(6)
         self.layout_box = QtWidgets.QComboBox()
         self.layout_box.addItem("Overlay", "overlay")
-        self.layout_box.addItem("Grid (one panel per calibrator)", "grid")
+        self.layout_box.addItem("Grid", "grid")
         self.layout_box.setToolTip("Overlay: every calibrator in one plot. Grid: one panel each, shared axes, the "
                                    "uncalibrated curve faint in each")
         self.layout_box.currentIndexChanged.connect(lambda i: self.layout_changed.emit(self.layout_box.itemData(i)))
@@ -110,7 +113,8 @@ class CanvasToolbar(QtWidgets.QWidget):
         self.range_box.setToolTip("Confidence range shown; the mouse wheel zooms and dragging pans it too")
         self.range_box.activated.connect(lambda i: self.range_preset.emit(self.range_box.itemData(i)))
         self.reset = QtWidgets.QToolButton()
-        self.reset.setText("Reset zoom")
+        self.reset.setText("Reset")
+        self.reset.setToolTip("Back to the full confidence range [0, 1]")
         self.reset.clicked.connect(lambda: self.range_preset.emit("full"))
         self.export = QtWidgets.QToolButton()
         self.export.setText("Export…")

@@ -43,6 +43,8 @@ def _quiet(mode, context, message: str) -> None:
 def figure_height_in(n_panels: int, width_in: float, font_pt: float = 8.0) -> float:
     """A height that gives each panel a square-ish accuracy plot over its density strip, plus the text."""
     rows, cols = grid_shape(n_panels)
+    if n_panels <= 1:                   # one plot: a landscape-ish figure, not a tall square-plus-strip
+        return round(min(max(width_in * 0.78, 1.5), 12.0), 3)
     panel_w = width_in / cols
     text = font_pt / 72 * (3.2 + (2.6 if n_panels > 1 else 0.0))     # axis labels, title and numbers per row
     h = rows * (panel_w * 1.08 + text) + font_pt / 72 * 2
