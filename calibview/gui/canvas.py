@@ -8,38 +8,44 @@ bandwidth change costs one O(grid) curve per visible calibrator plus a repaint.
 from __future__ import annotations
 
 import html
-import importlib
-import os
-import sys
-from contextlib import contextmanager
 from typing import Iterable, Optional, Sequence
 
 import numpy as np
 import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from ..core.report import atomic_write
-from .theme import THEMES, Theme, calibrator_color, qcolor, themed_color
+from .canvas_export import CanvasExportMixin, render_diagram_png  # noqa: F401 (re-exported)
+from .canvas_figure import FigureMixin
+from .canvas_nav import CanvasToolbar, DraggableLegend, x_ticks
+from .figure import FigureView
+from .palette import assign_colors
+from .theme import THEMES, Theme, qcolor, themed_color
 
 __all__ = ["CalibrationCanvas", "render_diagram_png"]
 
 _KERNEL_NAMES = {"gaussian": "Gaussian", "epanechnikov": "Epanechnikov"}
+_Y_PAD = 0.02
 _AXIS_WIDTH = 58            # fixed left-axis width, so that both plots' x axes line up
 _FONT_PT = 10
 
 
-from .curve_items import DRAW_FLOOR, Series as _Series  # noqa: F401 (DRAW_FLOOR re-exported)
+from .curve_items import DRAW_FLOOR, Series as _Series, band_alpha_scale  # noqa: F401 (DRAW_FLOOR re-exported)
 
 
 
-class CalibrationCanvas(QtWidgets.QWidget):
+class CalibrationCanvas(FigureMixin, CanvasExportMixin, QtWidgets.QWidget):
     """The calibration-sharpness diagram (pyqtgraph): diagonal, one kernel curve with its sharpness band per shown
     calibrator, and below it, sharing the x axis, the density strip of confidences; optional reliability bars."""
 
     hover_changed = QtCore.Signal(str)
 
-    def __init__(self, parent: Optional[QtWidgets.QWidget] = None, *, theme: str = "light") -> None:
+    def __init__(self, parent: Optional[QtWidgets.QWidget] = None, *, theme: str = "light",
+                 toolbar: bool = True) -> None:
         super().__init__(parent)
+        self._layout = "overlay"
+        self._bands = True
+        self._band_hidden: set[str] = set()
+        self._grid: Optional[FigureView] = None
         self._series: list[_Series] = []
         self._hidden: set[str] = set()
         self._bandwidth = 0.05
@@ -56,7 +62,19 @@ class CalibrationCanvas(QtWidgets.QWidget):
         self._view.setMinimumSize(320, 260)
         lay = QtWidgets.QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
-        lay.addWidget(self._view)
+        lay.setSpacing(0)
+        self.toolbar = CanvasToolbar(self)
+        self._toolbar_wanted = bool(toolbar)
+        self.toolbar.setVisible(toolbar)
+        self.toolbar.layout_changed.connect(self.set_layout)
+        self.toolbar.bands_changed.connect(lambda on: self.set_bands(on))
+        self.toolbar.item_band_changed.connect(lambda name, on: self.set_bands(on, name))
+        self.toolbar.range_preset.connect(self.set_x_range)
+        self.toolbar.export_requested.connect(self.open_export_dialog)
+        lay.addWidget(self.toolbar)
+        self._stack = QtWidgets.QStackedWidget()
+        self._stack.addWidget(self._view)
+        lay.addWidget(self._stack, 1)
 
         ci = self._view.ci
         ci.setContentsMargins(8, 6, 14, 6)
@@ -72,9 +90,9 @@ class CalibrationCanvas(QtWidgets.QWidget):
         self._diagonal = pg.PlotCurveItem(x=np.array([0.0, 1.0]), y=np.array([0.0, 1.0]), antialias=True)
         self._diagonal.setZValue(-20)
         self._top.addItem(self._diagonal, ignoreBounds=True)
-        self._legend = pg.TextItem(anchor=(0, 0))
+        self._legend = DraggableLegend((0.015, 0.975))
         self._legend.setZValue(50)
-        self._legend.setPos(0.015, 0.985)
+        self._legend.reset()
         self._top.addItem(self._legend, ignoreBounds=True)
         self._hover_lines = []
         for plot in (self._top, self._bottom):
@@ -84,12 +102,15 @@ class CalibrationCanvas(QtWidgets.QWidget):
             plot.addItem(line, ignoreBounds=True)
             self._hover_lines.append(line)
         self._view.scene().sigMouseMoved.connect(self._on_scene_mouse_moved)
+        self._top.sigXRangeChanged.connect(self._on_x_range_changed)
         self.set_theme(theme)
 
     # ------------------------------------------------------------------------------------------------ layout
     def _setup_plots(self) -> None:
         for plot in (self._top, self._bottom):
-            plot.setMouseEnabled(x=False, y=False)
+            # wheel zoom and drag pan on the confidence axis only, never past [0, 1]; the strip follows (x-linked)
+            plot.setMouseEnabled(x=True, y=False)
+            plot.vb.setLimits(xMin=0.0, xMax=1.0, minXRange=0.01)
             plot.setMenuEnabled(False)
             plot.hideButtons()
             plot.vb.disableAutoRange()
@@ -103,9 +124,9 @@ class CalibrationCanvas(QtWidgets.QWidget):
             plot.getAxis("left").setWidth(_AXIS_WIDTH)
             plot.getAxis("right").setWidth(6)
             for side in ("bottom", "top"):
-                plot.getAxis(side).setTicks(_unit_ticks(0.2, 0.1))
+                plot.getAxis(side).setTicks(x_ticks(0.0, 1.0))
             plot.setXRange(0.0, 1.0, padding=0)
-        self._top.setYRange(0.0, 1.0, padding=0)
+        self._top.setYRange(-_Y_PAD, 1.0 + _Y_PAD, padding=0)     # a curve at accuracy 1 stays off the frame
         self._bottom.setYRange(0.0, 1.08, padding=0)
         for side in ("left", "right"):
             self._top.getAxis(side).setTicks(_unit_ticks(0.2, 0.1))
@@ -146,8 +167,8 @@ class CalibrationCanvas(QtWidgets.QWidget):
         self._computed_at = computed_at
         for s in self._series:
             s.remove(self._top, self._bottom)
-        self._series = [_Series(r, calibrator_color(r.name, i), self._top, self._bottom)
-                        for i, r in enumerate(results)]
+        colors = assign_colors(r.name for r in results)        # shown items never share a colour
+        self._series = [_Series(r, colors[r.name], self._top, self._bottom) for r in results]
         self._title = title
         for s in self._series:
             s.apply_theme(self._theme)
@@ -155,12 +176,15 @@ class CalibrationCanvas(QtWidgets.QWidget):
         self._update_title()
         self._update_legend()
         self._set_readout("")
+        self.toolbar.set_items([(s.name, s.result.label) for s in self._series], self._band_hidden)
+        self._rebuild_grid()
 
     def set_visible(self, names: Iterable[str]) -> None:
         shown = set(names)
         self._hidden = {s.name for s in self._series if s.name not in shown}
         self._refresh_visibility()
         self._update_legend()
+        self._rebuild_grid()
 
     def set_bandwidth(self, bandwidth: float, kernel: str = "gaussian") -> None:
         """The slider's hot path: one O(grid) curve per visible calibrator, existing items updated in place (no
@@ -181,6 +205,8 @@ class CalibrationCanvas(QtWidgets.QWidget):
             self._refresh_visibility()
             raise
         self._update_title()
+        if self._grid is not None and self._layout == "grid":
+            self._grid.set_bandwidth(h, kernel)
         if self._legend_stale != self._cal_stale():
             self._update_legend()            # CAL was computed at another bandwidth: shown as pending
 
@@ -204,10 +230,13 @@ class CalibrationCanvas(QtWidgets.QWidget):
             s.apply_theme(t)
         self._update_title()
         self._update_legend()
+        if self._grid is not None:
+            self._grid.set_theme(name)
 
     def set_compact(self, on: bool, minimum: tuple[int, int] = (320, 260)) -> None:
         """Side by side with other splits' diagrams: a legend with ECE only, and ``minimum`` the smallest size."""
         self._view.setMinimumSize(int(minimum[0]), int(minimum[1]))
+        self.toolbar.setVisible(self._toolbar_wanted and not on)
         if bool(on) != self._compact:
             self._compact = bool(on)
             self._update_title()
@@ -235,80 +264,25 @@ class CalibrationCanvas(QtWidgets.QWidget):
         x, y = s.curve.xData, s.curve.yData
         return (np.zeros(0) if x is None else x), (np.zeros(0) if y is None else y)
 
-    def image(self, scale: float = 2.0) -> QtGui.QImage:
-        """The canvas rendered at ``scale`` x its size (vector items redrawn at that resolution, not upsampled)."""
-        scale = float(scale)
-        if not scale > 0:
-            raise ValueError(f"scale must be positive, got {scale!r}")
-        self._ensure_laid_out()
-        size = self.size()
-        w, h = max(1, round(size.width() * scale)), max(1, round(size.height() * scale))
-        img = QtGui.QImage(w, h, QtGui.QImage.Format.Format_ARGB32_Premultiplied)
-        img.fill(QtGui.QColor(self._theme.background))
-        img.setDevicePixelRatio(scale)
-        painter = QtGui.QPainter(img)
-        self._set_smooth(True)
-        try:
-            painter.setRenderHint(QtGui.QPainter.RenderHint.Antialiasing, True)
-            painter.setRenderHint(QtGui.QPainter.RenderHint.TextAntialiasing, True)
-            # QGraphicsView.render draws the background and the scene through this painter, whose device pixel
-            # ratio makes Qt redraw vectors, text and cosmetic pens at full resolution.
-            self._view.render(painter, QtCore.QRectF(0, 0, size.width(), size.height()),
-                              self._view.viewport().rect(), QtCore.Qt.AspectRatioMode.IgnoreAspectRatio)
-        finally:
-            painter.end()
-            self._set_smooth(False)
-        img.setDevicePixelRatio(1.0)
-        return img
-
-    def export_png(self, path, scale: float = 2.0) -> None:
-        img = self.image(scale)
-        buf = QtCore.QBuffer()
-        buf.open(QtCore.QIODevice.OpenModeFlag.WriteOnly)
-        if not img.save(buf, "PNG"):
-            raise OSError(f"could not encode the diagram as PNG for {os.fspath(path)}")
-        atomic_write(path, bytes(buf.data()))
-
-    def export_svg(self, path) -> None:
-        from pyqtgraph.exporters import SVGExporter
-        self._ensure_laid_out()
-        self._set_smooth(True)
-        try:
-            with _svg_close_path_fix():
-                data = SVGExporter(self._view.scene()).export(toBytes=True)
-        finally:
-            self._set_smooth(False)
-        atomic_write(path, data)
-
-    # ------------------------------------------------------------------------------------------------ internals
     def _get(self, name: str) -> _Series:
         for s in self._series:
             if s.name == name:
                 return s
         raise KeyError(name)
 
-    def _set_smooth(self, on: bool) -> None:
-        """Export quality on/off: antialiased fills, and bin markers drawn as vectors rather than from the
-        screen-resolution symbol atlas (which would be upsampled in a 2x image)."""
-        for s in self._series:
-            s.band.smooth_fill = s.density.smooth_fill = on
-            s.bin_points.opts["useCache"] = not on
-
-    def _ensure_laid_out(self) -> None:
-        if self.isWindow() and not self.isVisible():
-            # A never-shown top-level canvas (report export): lay it out without putting it on screen.
-            self.setAttribute(QtCore.Qt.WidgetAttribute.WA_DontShowOnScreen, True)
-            self.show()
-        QtWidgets.QApplication.sendPostedEvents()
-        self.layout().activate()
-
     def _refresh_visibility(self) -> None:
+        scale = band_alpha_scale(sum(1 for s in self._series if s.name not in self._hidden and self._bands
+                                     and s.name not in self._band_hidden))
         for s in self._series:
+            if s.band_alpha_scale != scale:
+                s.band_alpha_scale = scale
+                s.apply_theme(self._theme)
             on = s.name not in self._hidden
             if on:
                 s.update(self._bandwidth, self._kernel)
-            for item in (s.band, s.curve, s.density):
+            for item in (s.curve, s.density):
                 item.setVisible(on)
+            s.band.setVisible(on and self._bands and s.name not in self._band_hidden)
             for item in (s.bin_errors, s.bin_points):
                 item.setVisible(on and self._show_bins)
 
@@ -348,19 +322,19 @@ class CalibrationCanvas(QtWidgets.QWidget):
                                  + "".join(rows) + "</table>")
             self._legend.show()
             return
-        rows = [f"<tr style='color:{t.muted}'><td></td><td {cell}></td><td {num}>ECE</td><td {num}>CAL</td>"
-                f"<td {num}>TOT</td></tr>"]
+        rows = [f"<tr style='color:{t.muted}'><td></td><td {cell}></td><td {num}>ECE %</td><td {num}>CAL ×100</td>"
+                f"<td {num}>TOT ×100</td></tr>"]
         stale = self._legend_stale = self._cal_stale()
         for s in shown:
             m = s.result.metrics
-            cal = "…" if stale else _fmt(m, 'cal', 100, 2)
+            cal = "…" if stale else _fmt(m, 'cal', 100, 2, bare=True)
             swatch = f"<span style='color:{themed_color(s.color, t.name)}; font-weight:bold'>&#9473;&#9473;</span>"
             rows.append(
                 f"<tr><td {cell}>{swatch}</td><td {cell}>{html.escape(s.result.label)}</td>"
-                f"<td {num}>{_fmt(m, 'ece', 100, 2, '%')}</td><td {num}>{cal}</td>"
-                f"<td {num}>{_fmt(m, 'tot', 100, 1)}</td></tr>")
+                f"<td {num}>{_fmt(m, 'ece', 100, 2, bare=True)}</td><td {num}>{cal}</td>"
+                f"<td {num}>{_fmt(m, 'tot', 100, 2, bare=True)}</td></tr>")
         rows.append(f"<tr style='color:{t.muted}'><td></td><td colspan='4' {cell}>"
-                    f"<small>CAL (at h) and TOT (= Brier, any h) &times;100</small></td></tr>")
+                    f"<small>CAL at h; TOT = Brier, any h</small></td></tr>")
         self._legend.setHtml(f"<table cellspacing='0' style='color:{t.foreground}; font-size:{_FONT_PT - 1}pt'>"
                              + "".join(rows) + "</table>")
         self._legend.show()
@@ -405,66 +379,17 @@ def _unit_ticks(major: float, minor: float) -> list:
     return [majors, minors]
 
 
-def _fmt(metrics, key: str, factor: float, digits: int, suffix: str = "") -> str:
+def _fmt(metrics, key: str, factor: float, digits: int, suffix: str = "", bare: bool = False) -> str:
+    """The legend's number in the table's convention (core.units once merged: ECE in %, CAL and TOT ×100, two
+    decimals); ``bare``: without the unit, which the column header states."""
     est = metrics.get(key)
+    try:
+        from ..core import units
+    except ImportError:
+        units = None
+    if units is not None:
+        text = units.fmt(key, None if est is None else float(est.value))
+        return text if bare or not suffix else f"{text}{suffix}"
     if est is None or not np.isfinite(est.value):
         return "n/a"
-    return f"{est.value * factor:.{digits}f}{suffix}"
-
-
-@contextmanager
-def _svg_close_path_fix():
-    """pyqtgraph 0.14's SVG exporter reads path data as 'x,y' tokens and fails on the 'Z' (close path) tokens
-    that Qt 6.12's QSvgGenerator writes (any plot with a ViewBox). Drop them while exporting: a fill closes its
-    subpaths anyway, and every outline drawn here returns to its start explicitly."""
-    module = importlib.import_module("pyqtgraph.exporters.SVGExporter")
-    original = module.correctCoordinates
-
-    def correct(node, defs, item, options):
-        for el in node.getElementsByTagName("path"):
-            d = el.getAttribute("d")
-            if "Z" in d or "z" in d:
-                el.setAttribute("d", " ".join(t for t in d.split() if t not in ("Z", "z")))
-        return original(node, defs, item, options)
-
-    module.correctCoordinates = correct
-    try:
-        yield
-    finally:
-        module.correctCoordinates = original
-
-
-def render_diagram_png(results, path, *, bandwidth: float = 0.05, kernel: str = "gaussian",
-                       size: tuple[int, int] = (900, 700), scale: float = 2.0, theme: str = "light",
-                       title: str = "") -> None:
-    """Offscreen render of the canvas to a PNG of ``scale * size`` pixels (``calibview report``'s diagram.png).
-    Works from a plain script: creates a QApplication (offscreen when there is no display) if none exists."""
-    if QtWidgets.QApplication.instance() is None:
-        if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
-            os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-        _APP.append(QtWidgets.QApplication([]))
-        _APP.append(QtCore.qInstallMessageHandler(_quiet_offscreen_messages))
-    canvas = CalibrationCanvas(theme=theme)
-    try:
-        canvas.setAttribute(QtCore.Qt.WidgetAttribute.WA_DontShowOnScreen, True)
-        canvas._view.setMinimumSize(1, 1)          # the requested size wins over the interactive minimum
-        canvas.resize(int(size[0]), int(size[1]))
-        canvas.set_bandwidth(bandwidth, kernel)
-        canvas.set_results(results, title=title)
-        canvas.show()
-        QtWidgets.QApplication.processEvents()
-        canvas.export_png(path, scale=scale)
-    finally:
-        canvas.hide()
-        canvas.deleteLater()
-        QtWidgets.QApplication.sendPostedEvents(None, QtCore.QEvent.Type.DeferredDelete)
-
-
-def _quiet_offscreen_messages(mode, context, message: str) -> None:
-    """The offscreen platform warns on every shown window that it cannot propagate size hints: noise on the
-    command line's stderr. Everything else is printed as Qt would."""
-    if "propagateSizeHints" not in message:
-        sys.stderr.write(message + "\n")
-
-
-_APP: list = []     # keeps a QApplication created by render_diagram_png alive for later calls
+    return f"{est.value * factor:.{digits}f}{'' if bare else suffix}"

@@ -17,7 +17,13 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from ..core import smoothing
 from .theme import Theme, qcolor, themed_color
 
-__all__ = ["Series", "AreaItem", "DRAW_FLOOR", "domain_floor"]
+__all__ = ["Series", "AreaItem", "DRAW_FLOOR", "domain_floor", "band_alpha_scale"]
+
+
+def band_alpha_scale(n_bands: int) -> float:
+    """Factor on the theme's band opacity with ``n_bands`` bands shown together: 1 up to three, then 3/n, so
+    that where all of them overlap the fill stays about as light as three bands (curves stay readable)."""
+    return 1.0 if n_bands <= 3 else 3.0 / n_bands
 
 _MAX_DRAWN = 1024           # most points drawn per curve (~1 per pixel of a full-screen plot)
 _MIN_DRAWN = 256            # fewest
@@ -97,6 +103,7 @@ class Series:
         self.faint = faint
         self.line_width = 2.0
         self.band_on = not faint
+        self.band_alpha_scale = 1.0
         self.state: Optional[tuple[float, str]] = None     # (bandwidth, kernel) the items show
         self.sc: Optional[smoothing.SharpnessCurve] = None
         count = np.asarray(result.stats.count, dtype=np.float64)
@@ -143,7 +150,8 @@ class Series:
         self.curve.setPen(pen)
         self.curve.opts["segmentedLineMode"] = "on" if self.dash is None else "off"   # dashes need one polyline
         self.band.setPen(pg.mkPen(qcolor(color, theme.band_edge_alpha), width=1))
-        self.band.setBrush(QtGui.QBrush(qcolor(color, theme.band_alpha)))
+        # overlapping bands: each one's opacity shrinks past three so that the stack stays readable
+        self.band.setBrush(QtGui.QBrush(qcolor(color, round(theme.band_alpha * self.band_alpha_scale))))
         self.density.setPen(pg.mkPen(qcolor(color, 230), width=1))      # 1 px: Qt's fast line path
         self.density.setBrush(QtGui.QBrush(qcolor(color, theme.density_alpha)))
         visible = self.bin_errors.isVisible()

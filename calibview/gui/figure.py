@@ -17,7 +17,8 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6 import QtCore, QtGui
 
-from .curve_items import Series, domain_floor
+from .canvas_nav import x_ticks
+from .curve_items import Series, band_alpha_scale, domain_floor
 from .figure_spec import PanelSpec
 from .palette import assign_colors, assign_dashes
 from .theme import THEMES, Theme, qcolor, themed_color
@@ -259,6 +260,9 @@ class FigureView(pg.GraphicsLayoutWidget):
         for p in self.panels:
             for s in p.series:
                 s.line_width = self.line_px
+            n = sum(1 for s in p.series if s.band_on)
+            for s in p.series:
+                s.band_alpha_scale = band_alpha_scale(n)
             p.style(self, self.theme)
 
     def _refresh(self) -> None:
@@ -308,8 +312,12 @@ class FigureView(pg.GraphicsLayoutWidget):
 
     def set_x_range(self, lo: float, hi: float) -> None:
         self._x = (float(lo), float(hi))
+        ticks = x_ticks(*self._x)
         for p in self.panels:
             p.top.setXRange(self._x[0], self._x[1], padding=0)
+            for plot in (p.top, p.bottom):
+                for side in ("bottom", "top"):
+                    plot.getAxis(side).setTicks(ticks)
 
     def x_range(self) -> tuple[float, float]:
         return self._x

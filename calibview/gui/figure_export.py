@@ -43,6 +43,8 @@ def _quiet(mode, context, message: str) -> None:
 def figure_height_in(n_panels: int, width_in: float, font_pt: float = 8.0) -> float:
     """A height that gives each panel a square-ish accuracy plot over its density strip, plus the text."""
     rows, cols = grid_shape(n_panels)
+    if n_panels <= 1:                   # one plot: a landscape-ish figure, not a tall square-plus-strip
+        return round(min(max(width_in * 0.78, 1.5), 12.0), 3)
     panel_w = width_in / cols
     text = font_pt / 72 * (3.2 + (2.6 if n_panels > 1 else 0.0))     # axis labels, title and numbers per row
     h = rows * (panel_w * 1.08 + text) + font_pt / 72 * 2
@@ -145,9 +147,11 @@ def export_view(view: FigureView, path, fmt: str, options: FigureOptions, height
 
 
 def render_figure(panels: Sequence[PanelSpec], path, options: Optional[FigureOptions] = None, *,
-                  bandwidth: float = 0.05, kernel: str = "gaussian", formats: Sequence[str] = ()) -> list[Path]:
+                  bandwidth: float = 0.05, kernel: str = "gaussian", formats: Sequence[str] = (),
+                  hidden_bands=(), x_range: Optional[tuple] = None) -> list[Path]:
     """Draws ``panels`` offscreen and writes ``path`` (its suffix is the format) or, with ``formats``, one file
-    per format with that suffix. Returns the paths written."""
+    per format with that suffix; ``hidden_bands``: colour keys drawn without their band; ``x_range``: the
+    confidence range shown (default [0, 1]). Returns the paths written."""
     ensure_app()
     options = options or FigureOptions()
     path = Path(path)
@@ -156,9 +160,12 @@ def render_figure(panels: Sequence[PanelSpec], path, options: Optional[FigureOpt
     view = FigureView(theme=options.theme, font_pt=options.font_pt, line_width_pt=options.line_width_pt)
     out = []
     try:
+        view.band_hidden = set(hidden_bands)
         view.set_bands(options.bands)
         view.set_bandwidth(bandwidth, kernel)
         view.set_panels(panels)
+        if x_range is not None:
+            view.set_x_range(*x_range)
         for fmt in fmts:
             out.append(export_view(view, path.with_suffix("." + fmt), fmt, options, height_in))
     finally:
