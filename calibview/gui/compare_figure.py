@@ -12,6 +12,7 @@ from typing import Optional
 
 from PySide6 import QtCore, QtWidgets
 
+from calibview.gui.canvas_nav import RANGE_PRESETS
 from calibview.gui.figure import FigureView
 from calibview.gui.figure_spec import CurveItem, FigureOptions, PanelSpec, split_panels
 from calibview.gui.session import Session
@@ -103,14 +104,25 @@ class CompareFigure(QtWidgets.QWidget):
         self.layout_combo.setToolTip("Small multiples split by one factor, the other overlaid inside each panel: "
                                      "calibrators by colour, runs by line style")
         self.layout_combo.currentIndexChanged.connect(lambda _i: self.refresh())
-        self.export_button = QtWidgets.QPushButton("Export figure…")
-        self.export_button.setToolTip("PNG (7 in at 300 DPI), SVG or PDF of this figure, light theme")
-        self.export_button.clicked.connect(lambda: self.export())
+        self.bands = QtWidgets.QCheckBox("Bands")
+        self.bands.setChecked(True)
+        self.bands.setToolTip("The sharpness bands of every curve")
+        self.bands.toggled.connect(lambda on: self.view.set_bands(on))
+        self.range_combo = QtWidgets.QComboBox()
+        for label, key in RANGE_PRESETS:
+            self.range_combo.addItem(label, key)
+        self.range_combo.currentIndexChanged.connect(lambda _i: self._apply_range())
+        self.export_button = QtWidgets.QPushButton("Export…")
+        self.export_button.setToolTip("The comparison as a publication figure: PNG at a size and DPI, SVG, PDF")
+        self.export_button.clicked.connect(self.open_export_dialog)
         self.view = FigureView(theme=theme)
         bar = QtWidgets.QHBoxLayout()
         bar.setContentsMargins(6, 0, 6, 0)
-        bar.addWidget(QtWidgets.QLabel("Compared runs:"))
+        bar.addWidget(QtWidgets.QLabel("Compared runs"))
         bar.addWidget(self.layout_combo)
+        bar.addWidget(self.bands)
+        bar.addWidget(QtWidgets.QLabel("Range"))
+        bar.addWidget(self.range_combo)
         bar.addStretch(1)
         bar.addWidget(self.export_button)
         col = QtWidgets.QVBoxLayout(self)
@@ -141,6 +153,7 @@ class CompareFigure(QtWidgets.QWidget):
             self.view.set_bandwidth(s.bandwidth, s.kernel)
             self.view.set_panels(self.panels)
             self._apply_hidden()
+            self._apply_range()
         if active != self.active:
             self.active = active
             self.setVisible(active)
@@ -151,21 +164,43 @@ class CompareFigure(QtWidgets.QWidget):
         self.view.set_hidden({it.label for p in self.panels for it in p.items
                               if visible and it.color_key not in visible})
 
+    def _apply_range(self) -> None:
+        key = self.range_combo.currentData()
+        lo = {"full": 0.0, "domain": self.view.domain_floor(), "high": 0.8}.get(key, 0.0)
+        self.view.set_x_range(lo, 1.0)
+
     def set_theme(self, name: str) -> None:
         self.view.set_theme(name)
 
-    def export(self, path: Optional[str] = None) -> Optional[list]:
-        """The figure as PNG, SVG or PDF (by the suffix) at 7 in and 300 DPI in the light theme."""
+    # --- export: the canvas's Export dialog (gui.export_dialog) drives this object as it drives the canvas ------
+
+    @property
+    def layout_mode(self) -> str:
+        return "overlay" if self.layout_key() == "overlay" else "grid"
+
+    @property
+    def _title(self) -> str:
+        evs = self.session.evaluations
+        return (f"{len(evs)} runs on {evs[0].run.dataset} {evs[0].request.eval_split}, reference "
+                f"{evs[0].run.name}") if evs else ""
+
+    def open_export_dialog(self) -> None:
+        from calibview.gui.export_dialog import ExportDialog
+        ExportDialog(self, self).exec()
+
+    def export_figure(self, path, options: Optional[FigureOptions] = None, formats=()) -> list:
+        """The comparison as a publication figure (gui.figure_export) at the options' size, DPI, fonts and theme;
+        the options' "grid" is the shown grid (a panel per calibrator or per run), "overlay" one panel."""
         from calibview.gui.figure_export import render_figure
 
-        if not self.panels:
-            return None
-        if path is None:
-            path, _ = QtWidgets.QFileDialog.getSaveFileName(self, "Export comparison figure", "compare.png",
-                                                            "PNG (*.png);;SVG (*.svg);;PDF (*.pdf)")
-            if not path:
-                return None
-        options = FigureOptions(layout="grid" if self.layout_key() != "overlay" else "overlay",
-                                title=f"compared runs · {self.layout_combo.currentText().lower()}")
-        return render_figure(self.panels, path, options, bandwidth=self.session.bandwidth,
-                             kernel=self.session.kernel)
+        options = options or FigureOptions(layout=self.layout_mode, title=self._title, bands=self.bands.isChecked())
+        key = "overlay" if options.layout == "overlay" else \
+            (self.layout_key() if self.layout_key() != "overlay" else "calibrator")
+        panels = comparison_panels(self.session.evaluations, key, self.session.comparison)
+        return render_figure(panels, path, options, bandwidth=self.session.bandwidth, kernel=self.session.kernel,
+                             formats=formats, x_range=self.view.x_range())
+
+    def export(self, path: str) -> Optional[list]:
+        """File > Export while runs are compared: the figure as PNG, SVG or PDF (by the suffix) at 7 in and 300 DPI
+        in the light theme."""
+        return self.export_figure(path) if self.panels else None

@@ -106,7 +106,18 @@ def test_comparing_two_runs_shows_both_diagrams_and_the_paired_differences(qtbot
     fig.set_layout("run")
     png = fig.export(str(tmp_path / "cmp.png"))[0]
     from PySide6 import QtGui
-    assert QtGui.QImage(str(png)).width() == 2100
+    img = QtGui.QImage(str(png))
+    assert img.width() == 2100 and "reference a/toy" in img.text("Title")
+    # bands off and the high-confidence range, kept across a new layout; the canvas's Export dialog drives it
+    fig.bands.setChecked(False)
+    fig.range_combo.setCurrentIndex(fig.range_combo.findData("high"))
+    fig.set_layout("calibrator")
+    assert view.x_range() == (0.8, 1.0) and not any(se.band.isVisible() for p in view.panels for se in p.series)
+    from calibview.gui.export_dialog import ExportDialog
+    dialog = ExportDialog(fig, fig)
+    dialog.format.setCurrentIndex(dialog.format.findData("pdf"))
+    assert dialog.export_to(tmp_path / "cmp")[0].read_bytes().startswith(b"%PDF")
+    dialog.deleteLater()
     # the Compare tab is shown: a row per metric, a column per calibrator and run, the reference first
     view = window.compare_view
     assert window.table.tabs.currentWidget() is view
