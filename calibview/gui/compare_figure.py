@@ -1,7 +1,7 @@
 """The figure of compared runs, in place of the canvas while runs are compared: built on the figure API
 (``gui.figure_spec``: the grid's panels split by one factor, the overlay inside a panel by another) with
 calibrators by colour and runs by line style: a panel per calibrator (the default: the runs overlaid, the
-comparison at a glance, each panel titled with every run's ECE and its paired difference to the reference), a
+comparison at a glance, each panel titled with every run's ECE difference to the reference, marked), a
 panel per run (the calibrators overlaid), or everything in one overlay. Draws only; exports through ``gui.figure_export``.
 """
 
@@ -30,23 +30,27 @@ def run_keys(evaluations) -> list[str]:
 
 
 def _ece_caption(items, comparison) -> str:
-    """ "ECE resnet110-brier 2.56 % · resnet110-flsd53 1.87 % (Δ -0.69 ●)": every run of a calibrator's panel,
-    with the paired difference to the reference (● its interval excludes 0; the interval is in the Compare tab)
-    once the comparison is complete."""
+    """ "ΔECE vs reference: resnet110-flsd53 -0.69 ●": each other run's ECE difference (points) to the reference
+    in a calibrator's panel (the legend has the ECE values), ● once the comparison says its paired interval
+    excludes 0 (the interval is in the Compare tab)."""
+    ref = next((it for it in items if it.is_reference), None)
+    if ref is None:
+        return ""
     parts = []
     for it in items:
+        if it is ref:
+            continue
         ev = it.evaluation
-        text = f"{ev.run.model} {100 * it.result.metrics['ece'].value:.2f} %"
+        delta = 100 * (it.result.metrics["ece"].value - ref.result.metrics["ece"].value)
         row = None
         if comparison is not None:
             try:
                 row = comparison.row(ev.run.name, it.result.name, ev.run.file)
             except StopIteration:
                 row = None
-        if row is not None and not row["is_reference"]:
-            text += f" (Δ {100 * row['delta_ece']:+.2f}{' ' + MARK if row['significant_ece'] else ''})"
-        parts.append(text)
-    return "ECE " + " · ".join(parts)
+        parts.append(f"{ev.run.model} {delta:+.2f}" + (f" {MARK}" if row is not None and row["significant_ece"]
+                                                         else ""))
+    return "ΔECE vs reference: " + " · ".join(parts) if parts else ""
 
 
 def comparison_panels(evaluations, layout: str = "calibrator", comparison=None) -> list[PanelSpec]:
@@ -57,7 +61,10 @@ def comparison_panels(evaluations, layout: str = "calibrator", comparison=None) 
     items, evs = [], {}
     for ev, key in zip(evaluations, keys):
         for r in ev.results:
-            it = CurveItem(result=r, label=f"{key} · {r.label}", color_key=r.name, dash_key=key, k=ev.k)
+            # unique labels (hiding goes by label); in a panel per calibrator its title names the calibrator, so
+            # its short name keeps the legend inside a narrow panel
+            label = f"{key} · {r.name if layout == 'calibrator' else r.label}"
+            it = CurveItem(result=r, label=label, color_key=r.name, dash_key=key, k=ev.k)
             items.append(it)
             evs[id(it)] = ev
     if not items:
@@ -70,7 +77,8 @@ def comparison_panels(evaluations, layout: str = "calibrator", comparison=None) 
                           subtitle="line style: run · colour: calibrator", items=tuple(items))]
     if layout == "calibrator":
         def caption(key, its):
-            return _ece_caption([_with_ev(it, evs[id(it)]) for it in its], comparison)
+            return _ece_caption([_WithEv(it.result, evs[id(it)], evs[id(it)] is evaluations[0]) for it in its],
+                                comparison)
         return split_panels(items, panel_of=lambda it: it.color_key, layout="grid",
                             title_of=lambda key, its: its[0].result.label, subtitle_of=caption)
     return split_panels(items, panel_of=lambda it: it.dash_key, layout="grid",
@@ -79,14 +87,10 @@ def comparison_panels(evaluations, layout: str = "calibrator", comparison=None) 
 
 
 class _WithEv:
-    __slots__ = ("result", "evaluation")
+    __slots__ = ("result", "evaluation", "is_reference")
 
-    def __init__(self, result, evaluation) -> None:
-        self.result, self.evaluation = result, evaluation
-
-
-def _with_ev(item: CurveItem, ev) -> _WithEv:
-    return _WithEv(item.result, ev)
+    def __init__(self, result, evaluation, is_reference: bool) -> None:
+        self.result, self.evaluation, self.is_reference = result, evaluation, is_reference
 
 
 class CompareFigure(QtWidgets.QWidget):

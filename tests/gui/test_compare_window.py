@@ -95,8 +95,7 @@ def test_comparing_two_runs_shows_both_diagrams_and_the_paired_differences(qtbot
     assert [p.spec.title for p in view.panels] == ["Uncalibrated", "Temperature scaling"]
     assert [len(p.series) for p in view.panels] == [2, 2]
     none_caption = view.panels[0].spec.subtitle
-    assert none_caption.startswith("ECE a ") and "b " in none_caption and "Δ +" in none_caption
-    assert none_caption.endswith("●)")
+    assert none_caption.startswith("ΔECE vs reference: b +") and none_caption.endswith("●")
     fig.set_layout("overlay")
     assert len(view.panels) == 1 and len(view.panels[0].series) == 4
     # hiding a calibrator hides its curves in every layout
