@@ -184,3 +184,28 @@ def test_requests_with_keeps_the_settings_and_each_runs_fit_split(toy, tmp_path)
     why = dict((r.name, w) for r, w in candidates(list(runs.values()), runs["a/toy"], "test"))
     assert "a/toy" not in why and why["b/toy"] is None and why["d/toy"] is None       # labels: checked on tick
     assert "different datasets" in why["f/other"] and "K = 5" in why["g/toy"] and "350 and 360" in why["e/toy"]
+
+
+def test_labels_of_shards_are_read_in_shard_order(toy, tmp_path):
+    from calibview.core.compare import read_labels
+    from calibview.core.logits import list_runs
+
+    data = read_split(toy, "a/toy", "test")
+    val = read_split(toy, "a/toy", "val")
+    for i, rows in enumerate((slice(0, 100), slice(100, None))):       # model a's test split in two shards
+        write_run(tmp_path / f"part-{i}.h5", "a", "toy", "test", logits=np.asarray(data.scores[rows]),
+                  labels=data.labels[rows])
+        write_run(tmp_path / f"part-{i}.h5", "a", "toy", "val", logits=np.asarray(val.scores[rows]),
+                  labels=val.labels[rows])
+    pattern = str(tmp_path / "part-*.h5")
+    run = list_runs(toy)[0]
+    from calibview.core import shards
+    np.testing.assert_array_equal(read_labels(pattern, shards.list_runs(pattern)[0], "test"), data.labels)
+    reqs = [_req(toy, run="b/toy"), _req(pattern, run="a/toy")]
+    check_comparable(reqs)                            # the same samples in shards: comparable
+    result = compare(Engine(), reqs)
+    row = result.row("a/toy", "ts")                   # a's shards: the numbers of a's single file
+    single = Engine().evaluate(_req(toy, run="a/toy")).result("ts").metrics
+    assert row["reference"] == "b/toy" and run.name == "a/toy"
+    for m in ("accuracy", "nll", "ece"):
+        assert row[m] == pytest.approx(single[m].value, abs=1e-12)
