@@ -16,6 +16,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from PySide6.QtCore import Qt
 
 from ..core.evaluate import CalibratorResult, Evaluation
+from ..core import units
 from ..core.metrics import METRIC_HELP, METRIC_NAMES
 from ..core.report import atomic_write, metrics_csv, metrics_rows
 
@@ -23,37 +24,12 @@ SORT_ROLE = Qt.ItemDataRole.UserRole + 1
 VALUE_TEXT_ROLE = Qt.ItemDataRole.UserRole + 2      # the value line the delegate paints
 INTERVAL_TEXT_ROLE = Qt.ItemDataRole.UserRole + 3   # the "lo–hi" line under it ("" without bootstrap)
 
-HEADERS = {
-    "accuracy": "Acc %", "nll": "NLL", "brier": "Brier", "brier_top": "Brier (top)", "ece": "ECE %",
-    "rmsce": "RMSCE %", "mce": "MCE %", "ace": "ACE %", "classwise_ece": "CW-ECE %", "debiased_ece": "dECE %",
-    "smece": "smECE %", "cal": "CAL", "tot": "TOT", "sharpness_gap": "Sharp. gap",
-    "aurc": "AURC", "e_aurc": "E-AURC", "acc_at_cov80": "Acc@80 %", "acc_at_cov90": "Acc@90 %",
-    "acc_at_cov95": "Acc@95 %", "cov_at_acc95": "Cov@95 %", "cov_at_acc99": "Cov@99 %", "auroc": "AUROC",
-    "auroc_correct": "AUROC (correct)",
-}
-#: Shown ×100 in the table only; the CSV, the tooltips and Qt.UserRole keep plain fractions.
-PERCENT = frozenset({"accuracy", "ece", "rmsce", "mce", "ace", "classwise_ece", "debiased_ece", "smece",
-                     "acc_at_cov80", "acc_at_cov90", "acc_at_cov95", "cov_at_acc95", "cov_at_acc99"})
+#: Column headers with their unit ("ECE %", "CAL ×100"): the one convention of :mod:`calibview.core.units`.
+HEADERS = {m: units.header(m) for m in METRIC_NAMES}
 HIGHER_IS_BETTER = frozenset({"accuracy", "acc_at_cov80", "acc_at_cov90", "acc_at_cov95", "cov_at_acc95",
                               "cov_at_acc99", "auroc", "auroc_correct"})
 _RIGHT = Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
 _DISPLAY, _TOOLTIP, _USER = (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.ToolTipRole, Qt.ItemDataRole.UserRole)
-
-
-def _decimals(values: Iterable[float], sig: int = 3, cap: int = 5) -> int:
-    """Decimals that give the smallest non-zero finite magnitude ``sig`` significant digits (one per column)."""
-    mags = [abs(v) for v in values if math.isfinite(v) and v != 0.0]
-    if not mags:
-        return 2
-    return int(min(cap, max(0, sig - 1 - math.floor(math.log10(min(mags))))))
-
-
-def _num(x: float, decimals: int) -> str:
-    if math.isnan(x):
-        return "—"
-    if math.isinf(x):
-        return "∞" if x > 0 else "-∞"
-    return f"{x:.{decimals}f}"
 
 
 def _has_interval(lo: float, hi: float) -> bool:
@@ -72,7 +48,6 @@ class MetricsTableModel(QtCore.QAbstractTableModel):
         self._rows: list[tuple[Evaluation, CalibratorResult]] = []
         self._offset = 1                                 # the first metric's column
         self._hidden: frozenset[str] = frozenset()
-        self._decimals: dict[str, int] = {}
         self._best: dict[str, frozenset[int]] = {}
 
     # -- content ------------------------------------------------------------------------------------------------
@@ -87,9 +62,6 @@ class MetricsTableModel(QtCore.QAbstractTableModel):
         self._offset = 2 if len(self._evs) > 1 else 1
         self._rows = [(ev, r) for r0 in (self._ev.results if self._ev else ()) for ev in self._evs
                       for r in ev.results if r.name == r0.name]
-        results = [r for _, r in self._rows]
-        self._decimals = {m: _decimals(r.metrics[m].value * (100 if m in PERCENT else 1) for r in results)
-                          for m in METRIC_NAMES}
         self._update_best()
         self.endResetModel()
 
@@ -167,8 +139,7 @@ class MetricsTableModel(QtCore.QAbstractTableModel):
                 return "Calibrator fitted on the fit split. Sorting by this column restores the requested order."
             req = self._ev.request if self._ev else None
             level = f"{req.level * 100:g} % " if req else ""
-            unit = ("Shown in percent (the CSV holds fractions)." if m in PERCENT else
-                    "In nats." if m == "nll" else "Plain number, as in the CSV.")
+            unit = units.describe(m)
             better = "higher" if m in HIGHER_IS_BETTER else "lower"
             return (f"{HEADERS[m]}: {METRIC_HELP[m]}.\n{unit} Each cell: the value over its {level}bootstrap "
                     f"interval [lo, hi]; ∞ means infinite. Bold: best in the column ({better} is better).")
@@ -188,20 +159,17 @@ class MetricsTableModel(QtCore.QAbstractTableModel):
         if m is None:
             return self._calibrator_data(r, index.row(), role)
         est = r.metrics[m]
-        scale = 100.0 if m in PERCENT else 1.0
-        d = self._decimals[m]
         if role in (_DISPLAY, VALUE_TEXT_ROLE, INTERVAL_TEXT_ROLE):
-            value = _num(est.value * scale, d)
+            value = units.fmt(m, est.value)
             if not _has_interval(est.lo, est.hi):
                 if ev.pending and ev.request.n_boot:
                     # intervals are on their way (progressive results): say so rather than show none
                     return "pending…" if role == INTERVAL_TEXT_ROLE else value if role == VALUE_TEXT_ROLE else \
                         f"{value} [pending]"
                 return "" if role == INTERVAL_TEXT_ROLE else value
-            lo, hi = _num(est.lo * scale, d), _num(est.hi * scale, d)
             # The delegate's second line is narrow; the text copied and read by screen readers is explicit.
-            return f"{lo}–{hi}" if role == INTERVAL_TEXT_ROLE else value if role == VALUE_TEXT_ROLE else \
-                f"{value} [{lo}, {hi}]"
+            return units.fmt_interval(m, est.lo, est.hi, "–", False) if role == INTERVAL_TEXT_ROLE else \
+                value if role == VALUE_TEXT_ROLE else units.fmt_estimate(m, est.value, est.lo, est.hi)
         if role in (_USER, SORT_ROLE):
             return float(est.value)
         if role == _TOOLTIP:
@@ -235,7 +203,7 @@ class MetricsTableModel(QtCore.QAbstractTableModel):
 
     def _metric_tooltip(self, r: CalibratorResult, m: str) -> str:
         est, req = r.metrics[m], self._ev.request
-        lines = [f"{HEADERS[m].removesuffix(' %')} of {r.label} = {est.value!r}"]
+        lines = [f"{units.short_name(m)} of {r.label} = {est.value!r} (shown as {units.caption(m, est.value)})"]
         if _has_interval(est.lo, est.hi):
             lines.append(f"{req.level * 100:g} % bootstrap interval [{est.lo!r}, {est.hi!r}] "
                          f"({req.n_boot} resamples)")
@@ -263,14 +231,10 @@ class PerClassModel(QtCore.QAbstractTableModel):
         super().__init__(parent)
         self._result: Optional[CalibratorResult] = None
         self._names: Optional[Sequence[str]] = None
-        self._decimals = (2, 2)
 
     def set_result(self, result: Optional[CalibratorResult], class_names: Optional[Sequence[str]] = None) -> None:
         self.beginResetModel()
         self._result, self._names = result, class_names
-        if result is not None:
-            self._decimals = (_decimals(result.per_class_accuracy * 100, cap=2),
-                              _decimals(result.per_class_ece * 100, cap=4))
         self.endResetModel()
 
     def result(self) -> Optional[CalibratorResult]:
@@ -311,7 +275,7 @@ class PerClassModel(QtCore.QAbstractTableModel):
         row, col = index.row(), index.column()
         raw = self.raw(row, col)
         if role == _DISPLAY:
-            return _num(raw * 100, self._decimals[col - 3]) if col >= 3 else str(raw)
+            return units.fmt(("accuracy", "classwise_ece")[col - 3], raw) if col >= 3 else str(raw)
         if role == _USER:
             return raw
         if role == SORT_ROLE:
