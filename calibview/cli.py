@@ -491,10 +491,25 @@ COMMANDS = {"report": _cmd_report, "metrics": _cmd_metrics, "runs": _cmd_runs, "
             "import": _cmd_import, **{name: module.run for name, module in commands.modules().items()}}
 
 
+def opens_window(argv: Sequence[str]) -> bool:
+    """Whether ``calibview ARGV`` opens the window: no argument, an option first (``--run R``, Qt's ``-style``) or
+    something that names a file (it exists, or has a path separator or a suffix: ``f.h5``, ``./logits``). A bare
+    word that is neither a command nor a file (``calibview reprot f.h5``) is a mistyped command, for argparse to
+    refuse with the list of commands, rather than a window with "file does not exist" dialogs for every word."""
+    if not argv:
+        return True
+    first = argv[0]
+    if first in COMMANDS or first in ("-h", "--help", "--version"):
+        return False
+    if first.startswith("-"):
+        return True
+    return Path(first).exists() or "/" in first or "\\" in first or "." in first
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     configure_openmp()              # before anything loads torch (see calibview.startup)
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or (argv[0] not in COMMANDS and argv[0] not in ("-h", "--help", "--version")):
+    if opens_window(argv):
         # `calibview`, `calibview FILE ...` and `calibview --run R --calibrators ts,vs` open the desktop app (the
         # bundled demo when no file is given).
         from .gui.app import main as gui_main
