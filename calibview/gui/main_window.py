@@ -21,6 +21,7 @@ from calibview.gui.domains import DomainCanvases
 from calibview.gui.metrics_table import MetricsTable
 from calibview.gui.session import Session
 from calibview.gui.slices import SliceOverlay, SlicesView
+from calibview.gui.status import StatusFields
 
 H_MIN, H_MAX, SLIDER_STEPS = 0.005, 0.5, 1000
 H5_SUFFIXES = (".h5", ".hdf5", ".hdf", ".he5")
@@ -211,23 +212,12 @@ class MainWindow(QtWidgets.QMainWindow):
         return dock
 
     def _build_status_bar(self) -> None:
-        bar = self.statusBar()
-        self.hover_label = QtWidgets.QLabel("")
-        self.hover_label.setTextFormat(QtCore.Qt.PlainText)
-        # A long readout is cut at the label's edge instead of pushing into the progress text.
-        self.hover_label.setSizePolicy(QtWidgets.QSizePolicy.Ignored, QtWidgets.QSizePolicy.Preferred)
-        self.progress = QtWidgets.QProgressBar()
-        self.progress.setRange(0, 1000)
-        self.progress.setMaximumWidth(220)
-        self.progress.setTextVisible(False)
-        self.progress_label = QtWidgets.QLabel("")
-        self.cancel_button = QtWidgets.QPushButton("Cancel")
-        self.cancel_button.setToolTip("Stop the running evaluation (Esc)")
+        fields = StatusFields(self.statusBar(), self)
+        # the hover readout and the request's status each in its own field (calibview.gui.status)
+        self.hover_label, self.progress_label = fields.hover, fields.status
+        self.progress, self.cancel_button = fields.progress, fields.cancel
         self.cancel_button.clicked.connect(self.session.cancel)
-        bar.addWidget(self.hover_label, 1)
-        bar.addPermanentWidget(self.progress_label)
-        bar.addPermanentWidget(self.progress)
-        bar.addPermanentWidget(self.cancel_button)
+        self._progress_shown = False         # the status field shows a running request's message
         self._on_session_busy_changed(False)
 
     def _action(self, menu: QtWidgets.QMenu, text: str, slot, shortcut=None, tip: str = "") -> QtGui.QAction:
@@ -326,16 +316,20 @@ class MainWindow(QtWidgets.QMainWindow):
         except CalibviewError as e:
             self._on_session_error_occurred("Demo missing", str(e))
 
+    def recent_files(self) -> list[str]:
+        """File > Open recent, newest first. QSettings (INI, and some native backends) hands a one-item list
+        back as a plain string: iterated, that made the menu of its single characters."""
+        recent = self.settings.value("recent", []) or []
+        return [recent] if isinstance(recent, str) else [str(p) for p in recent]
+
     def _remember_recent(self, path: str) -> None:
-        recent = [p for p in (self.settings.value("recent", []) or []) if p != path]
+        recent = [p for p in self.recent_files() if p != path]
         self.settings.setValue("recent", [path] + recent[: MAX_RECENT - 1])
         self._refresh_recent_menu()
 
     def _refresh_recent_menu(self) -> None:
         self.recent_menu.clear()
-        recent = self.settings.value("recent", []) or []
-        if isinstance(recent, str):
-            recent = [recent]
+        recent = self.recent_files()
         for p in recent:
             self.recent_menu.addAction(p, lambda p=p: self.open_files([p]))
         self.recent_menu.setEnabled(bool(recent))
@@ -411,6 +405,7 @@ class MainWindow(QtWidgets.QMainWindow):
         if ev.pending:
             return                  # the progress text stays until the intervals arrive
         msg = f"Evaluated in {ev.elapsed_s:.1f} s on {ev.device}"
+        self._progress_shown = False
         self.progress_label.setText(msg + (f" · {len(warnings)} warning(s)" if warnings else ""))
         self.progress_label.setToolTip("\n".join(warnings))
 
@@ -433,12 +428,17 @@ class MainWindow(QtWidgets.QMainWindow):
     def _on_session_progress_changed(self, fraction: float, message: str) -> None:
         self.progress.setValue(int(round(1000 * fraction)))
         self.progress_label.setText(message)
+        self.progress_label.setToolTip("")
+        self._progress_shown = self.session.busy
 
     def _on_session_busy_changed(self, busy: bool) -> None:
         self.cancel_button.setVisible(busy)
         self.progress.setVisible(busy)
         if busy:
             self.progress.setValue(0)
+        elif self._progress_shown:           # the request ended without a final word: no stale "Reading …"
+            self.progress_label.setText("")
+            self._progress_shown = False
         self._set_stale(busy and self._shows_other_selection())
 
     def _shows_other_selection(self) -> bool:
@@ -465,6 +465,9 @@ class MainWindow(QtWidgets.QMainWindow):
     def _on_session_error_occurred(self, title: str, message: str) -> None:
         """A window-modal, non-blocking dialog naming the problem (the event loop keeps running)."""
         self.last_error = (title, message)
+        self.progress_label.setText(f"{title}.")      # not the failed request's last "Reading …"
+        self.progress_label.setToolTip(message)
+        self._progress_shown = False
         box = QtWidgets.QMessageBox(QtWidgets.QMessageBox.Warning, title, message, QtWidgets.QMessageBox.Ok, self)
         box.setAttribute(QtCore.Qt.WA_DeleteOnClose)
         box.open()
