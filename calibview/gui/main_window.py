@@ -18,6 +18,7 @@ from calibview.gui.calibrators import CalibratorPanel
 from calibview.gui.canvas import CalibrationCanvas
 from calibview.gui.decisions import DecisionsView
 from calibview.gui.domains import DomainCanvases
+from calibview.gui import layout
 from calibview.gui.metrics_table import MetricsTable
 from calibview.gui.session import Session
 from calibview.gui.slices import SliceOverlay, SlicesView
@@ -47,6 +48,7 @@ class BandwidthBar(QtWidgets.QWidget):
         self.slider = QtWidgets.QSlider(QtCore.Qt.Horizontal)
         self.slider.setRange(0, SLIDER_STEPS)
         self.slider.setToolTip("Kernel bandwidth (log scale). Ctrl+[ and Ctrl+] step it.")
+        self.slider.setMinimumWidth(120)    # a slider, never a square, on a laptop
         self.box = QtWidgets.QDoubleSpinBox()
         self.box.setDecimals(4)
         self.box.setRange(H_MIN, H_MAX)
@@ -173,7 +175,8 @@ class MainWindow(QtWidgets.QMainWindow):
         self.panel = CalibratorPanel(self.session)
         self.table = MetricsTable()
         self.browser_dock = self._dock("Browser", self.browser, QtCore.Qt.LeftDockWidgetArea)
-        self.panel_dock = self._dock("Calibrators", self.panel, QtCore.Qt.RightDockWidgetArea)
+        # in a scroll area: the calibrators' list shrinks with a laptop's screen instead of setting its height
+        self.panel_dock = self._dock("Calibrators", layout.scrollable(self.panel), QtCore.Qt.RightDockWidgetArea)
         self.table_dock = self._dock("Metrics", self.table, QtCore.Qt.BottomDockWidgetArea)
         self.slices_view = SlicesView(self.session)
         self.table.tabs.addTab(self.slices_view, "Slices")
@@ -198,8 +201,9 @@ class MainWindow(QtWidgets.QMainWindow):
         self.session.selection_changed.connect(self._update_title)
         self.bandwidth_bar.show_bins.toggled.connect(self.domains.set_show_bins)
         self.domains.hover_changed.connect(self.hover_label.setText)
-        self.resize(1400, 900)
+        self.resize(layout.default_size(self))
         self._restore_layout()
+        self.dock_share = layout.DockShare(self, (self.table_dock, self.decisions_dock))
         self.set_theme(self.settings.value("theme", "light"))
 
     # --- construction ----------------------------------------------------------------------------------------
@@ -514,6 +518,7 @@ class MainWindow(QtWidgets.QMainWindow):
             self.restoreGeometry(geometry)
         if state is not None:
             self.restoreState(state)
+        layout.fit_to_screen(self)          # a size saved on a bigger screen
 
     def save_settings(self) -> None:
         s = self.settings
