@@ -59,9 +59,12 @@ def fit_to_screen(window: QtWidgets.QWidget) -> None:
 class DockShare(QtCore.QObject):
     """Keeps ``dock``'s height a fixed share of ``window``'s height across window resizes."""
 
-    def __init__(self, window: QtWidgets.QMainWindow, docks, share: float = 0.3) -> None:
+    def __init__(self, window: QtWidgets.QMainWindow, docks, share: float = 0.3, on_show: bool = True) -> None:
+        """``on_show``: apply the share when the window is first shown (not when a saved layout was restored:
+        the dock's size hint, a table's full height, would otherwise squeeze the diagram on a small screen)."""
         super().__init__(window)
         self.window, self.docks, self.share = window, list(docks), share
+        self._on_show = on_show
         self._resizing = False
         self._height = window.height()
         window.installEventFilter(self)
@@ -72,17 +75,25 @@ class DockShare(QtCore.QObject):
         return next((d for d in self.docks if d.isVisible() and not d.isFloating()
                      and self.window.dockWidgetArea(d) == Qt.DockWidgetArea.BottomDockWidgetArea), None)
 
+    def apply(self) -> None:
+        """Give the visible bottom dock its share of the window's current height."""
+        self._height = self.window.height()
+        dock = self._visible_dock()
+        if dock is not None:
+            self._resizing = True
+            self.window.resizeDocks([dock], [int(self.share * self._height)], Qt.Orientation.Vertical)
+            QtCore.QTimer.singleShot(0, self._done)
+
     def eventFilter(self, obj, event) -> bool:  # noqa: N802 (Qt naming)
+        if obj is self.window and event.type() == QtCore.QEvent.Type.Show and self._on_show:
+            self._on_show = False
+            self.apply()
+            return False
         if event.type() != QtCore.QEvent.Type.Resize:
             return False
         if obj is self.window:
             if self.window.height() != self._height:
-                self._height = self.window.height()
-                dock = self._visible_dock()
-                if dock is not None:
-                    self._resizing = True
-                    self.window.resizeDocks([dock], [int(self.share * self._height)], Qt.Orientation.Vertical)
-                    QtCore.QTimer.singleShot(0, self._done)
+                self.apply()
         elif not self._resizing and obj is self._visible_dock() and self.window.height() == self._height \
                 and self._height > 0:
             self.share = min(0.8, max(0.1, obj.height() / self._height))    # the user dragged the separator

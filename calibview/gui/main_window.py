@@ -202,8 +202,8 @@ class MainWindow(QtWidgets.QMainWindow):
         self.bandwidth_bar.show_bins.toggled.connect(self.domains.set_show_bins)
         self.domains.hover_changed.connect(self.hover_label.setText)
         self.resize(layout.default_size(self))
-        self._restore_layout()
-        self.dock_share = layout.DockShare(self, (self.table_dock, self.decisions_dock))
+        restored = self._restore_layout()
+        self.dock_share = layout.DockShare(self, (self.table_dock, self.decisions_dock), on_show=not restored)
         self.set_theme(self.settings.value("theme", "light"))
 
     # --- construction ----------------------------------------------------------------------------------------
@@ -511,7 +511,8 @@ class MainWindow(QtWidgets.QMainWindow):
         kernel = s.value("kernel", "gaussian")
         self.session.kernel = kernel if kernel in ("gaussian", "epanechnikov") else "gaussian"
 
-    def _restore_layout(self) -> None:
+    def _restore_layout(self) -> bool:
+        """Geometry and dock layout of the last session; False when there was none."""
         geometry = self.settings.value("geometry")
         state = self.settings.value("window_state")
         if geometry is not None:
@@ -519,6 +520,7 @@ class MainWindow(QtWidgets.QMainWindow):
         if state is not None:
             self.restoreState(state)
         layout.fit_to_screen(self)          # a size saved on a bigger screen
+        return state is not None
 
     def save_settings(self) -> None:
         s = self.settings

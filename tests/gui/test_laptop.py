@@ -68,3 +68,18 @@ def test_the_browser_shows_split_sizes_in_a_tooltip(window):
     assert items
     assert items[0].text(2) == "val, test"
     assert "val: N = 5,000" in items[0].toolTip(2) and "test: N = 10,000" in items[0].toolTip(2)
+
+
+def test_a_first_start_on_a_laptop_gives_the_diagram_more_height_than_the_table(qtbot, tmp_path, demo_file):
+    """Without a saved layout the metrics dock took its table's full height and squeezed the diagram."""
+    settings = QtCore.QSettings(str(tmp_path / "fresh.ini"), QtCore.QSettings.IniFormat)
+    w = MainWindow(settings=settings)
+    qtbot.addWidget(w)
+    w.session.n_boot = 0
+    w.resize(1205, 662)                     # the default size on a 1280 x 720 screen
+    w.show()
+    w.open_files([demo_file])
+    qtbot.waitUntil(lambda: not w.session.busy and w.session.evaluation is not None, timeout=WAIT_MS)
+    qtbot.wait(100)
+    assert w.canvas.height() > 1.2 * w.table_dock.height()
+    w.close()
