@@ -49,6 +49,9 @@ UNITS: dict[str, Unit] = {m: PERCENT for m in (
     "acc_at_cov80", "acc_at_cov90", "acc_at_cov95", "cov_at_acc95", "cov_at_acc99")}
 UNITS.update({m: TIMES100 for m in ("brier", "brier_top", "cal", "tot", "sharpness_gap", "aurc", "e_aurc")})
 UNITS.update({m: PLAIN for m in ("nll", "auroc", "auroc_correct")})
+#: Quantities of the other views that are not metrics: the decisions table's coverage and mean confidence.
+UNITS.update({"coverage": PERCENT, "confidence": PERCENT})
+_SHORT.update({"coverage": "Coverage", "confidence": "Mean conf."})
 #: Estimators clipped at 0: an exact 0 means "not distinguishable from 0", shown as "≈0".
 CLIPPED_AT_ZERO = frozenset({"debiased_ece"})
 
