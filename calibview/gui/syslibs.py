@@ -6,8 +6,11 @@ checks them first and says, in one line, which Debian/Ubuntu packages to install
 from __future__ import annotations
 
 import ctypes
+import importlib.util
 import os
+import subprocess
 import sys
+from pathlib import Path
 
 #: The system libraries PySide6's libqxcb.so / libQt6XcbQpa.so.6 link against, and the package that ships each.
 XCB_LIBRARIES = (
@@ -49,12 +52,43 @@ def missing_xcb_packages(load=None) -> list[str]:
     return list(dict.fromkeys(missing))
 
 
-def xcb_problem(environ=None, load=None) -> str:
+def xcb_plugin() -> "Path | None":
+    """PySide6's libqxcb.so, found without importing Qt; None when it is not where the wheels put it."""
+    spec = importlib.util.find_spec("PySide6")
+    for root in (spec.submodule_search_locations or []) if spec else []:
+        path = Path(root) / "Qt" / "plugins" / "platforms" / "libqxcb.so"
+        if path.exists():
+            return path
+    return None
+
+
+def _probe_plugin() -> str:
+    """The loader's error when the xcb plugin cannot be loaded, "" when it can (or cannot be found). In a
+    subprocess: the plugin resolves its dependencies with its own search path (libraries bundled with the wheel
+    count), and a failure cannot disturb this process."""
+    path = xcb_plugin()
+    if path is None:
+        return ""
+    try:
+        r = subprocess.run([sys.executable, "-c", "import ctypes, sys; ctypes.CDLL(sys.argv[1])", str(path)],
+                           capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    if r.returncode == 0:
+        return ""
+    lines = [line for line in r.stderr.strip().splitlines() if line.strip()]
+    return lines[-1].removeprefix("OSError: ") if lines else f"exit status {r.returncode}"
+
+
+def xcb_problem(environ=None, load=None, probe=None) -> str:
     """One line naming the packages to install, or "" when the window can start (or Qt will not use xcb)."""
     if not uses_xcb(environ):
         return ""
-    missing = missing_xcb_packages(load)
-    if not missing:
+    error = (probe or _probe_plugin)()
+    if not error:
         return ""
-    return (f"Qt's X11 plugin cannot load: system libraries are missing; install them with "
-            f"`sudo apt-get install {' '.join(missing)}` (or run without a window: `calibview report --out DIR`).")
+    missing = missing_xcb_packages(load)
+    fix = (f"install them with `sudo apt-get install {' '.join(missing)}`" if missing else
+           f"the loader says: {error}")
+    return (f"Qt's X11 plugin cannot load: system libraries are missing; {fix} (or run without a window: "
+            f"`calibview report --out DIR`).")
