@@ -75,6 +75,16 @@ def _add_eval_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-memory", default="2G", metavar="SIZE",
                    help="a split larger than this in memory is streamed from disk in chunks (default 2G)")
     add_log_options(p)
+    add_input_options(p)
+
+
+def add_input_options(p: argparse.ArgumentParser) -> None:
+    """What an untrusted input may do (calibview.core.guard): every command that reads a logits file takes these."""
+    p.add_argument("--allow-external", action="append", default=[], metavar="PATH",
+                   help="let the input's external links, external storage or virtual datasets read this file "
+                        "(repeatable; only the files named)")
+    p.add_argument("--allow-sparse", action="store_true",
+                   help="read datasets whose chunks were never written or that inflate over 200x (over 256 MB)")
 
 
 def _float_list(text: str, what: str) -> list[float]:
@@ -129,6 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("runs", help="list the runs and splits in a file (metadata only)")
     p.add_argument("file", nargs="?", help="HDF5 logits file (default: the bundled demo)")
+    add_input_options(p)
 
     p = sub.add_parser("apply", help="apply a fitted calibrator (JSON) to a split and write its probabilities")
     p.add_argument("calibrator", help="calibrators.json of a report, or one calibrator's JSON")
@@ -141,6 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--out", required=True, help="HDF5 file to write (appended to if it exists)")
     p.add_argument("--model", default=None, help="model name in the output (default: MODEL+CALIBRATOR)")
     p.add_argument("--overwrite", action="store_true", help="replace the split if OUT already has it")
+    add_input_options(p)
 
     p = sub.add_parser("import", help="convert .npz, .npy pairs or .pt logits into a calibview HDF5 file")
     p.add_argument("src", help="source file (.npz, .npy, .pt, .pth)")
@@ -149,6 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dataset", default=None)
     p.add_argument("--split", default=None)
     p.add_argument("--overwrite", action="store_true", help="replace splits that OUT already has")
+    add_input_options(p)
 
     for name, module in commands.modules().items():
         module.add_arguments(sub.add_parser(name, help=module.HELP))
@@ -451,6 +464,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     tune_allocator()                # a process-wide choice, so the program makes it, not the import of the core
     if hasattr(args, "log_level"):
         setup_logging(args)
+    if hasattr(args, "allow_external"):
+        from .core import guard
+        guard.set_policy(args.allow_external, args.allow_sparse)
     try:
         return COMMANDS[args.command](args)
     except Cancelled:

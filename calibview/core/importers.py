@@ -16,6 +16,7 @@ from typing import Mapping, Optional
 
 import numpy as np
 
+from . import guard
 from .errors import CalibviewError, Progress, report
 from .logits import PathLike, RunInfo, list_runs, validate_arrays, write_splits
 from .meta import check_name
@@ -82,8 +83,30 @@ def _default_model(src: Path) -> str:
     return stem
 
 
+def _check_npz(src: Path) -> None:
+    """Refuse a zip bomb before numpy inflates anything: each wanted member's size (the larger of what the zip
+    and the .npy header declare) against what it stores, by the HDF5 rule (calibview.core.guard)."""
+    with zipfile.ZipFile(src) as z:
+        for info in z.infolist():
+            key = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
+            if not _wanted(key):
+                continue
+            declared = info.file_size
+            with z.open(info) as member:
+                try:
+                    version = np.lib.format.read_magic(member)
+                    read = (np.lib.format.read_array_header_1_0 if version == (1, 0) else
+                            np.lib.format.read_array_header_2_0)
+                    shape, _, dtype = read(member)
+                    declared = max(declared, int(np.prod(shape, dtype=object)) * dtype.itemsize)
+                except (ValueError, TypeError, EOFError, SyntaxError):
+                    pass                     # not a plain .npy: np.load gives its own error
+            guard.check_archive_member(str(src), key, declared, info.compress_size)
+
+
 def _load_npz(src: Path) -> dict[str, np.ndarray]:
     try:
+        _check_npz(src)
         with np.load(src, allow_pickle=False) as z:
             arrays = {key: z[key] for key in z.files if _wanted(key)}
             _require_scores(src, arrays, z.files)

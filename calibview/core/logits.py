@@ -17,6 +17,7 @@ from typing import Iterator, Mapping, Optional, Sequence, Union
 import h5py
 import numpy as np
 
+from . import guard
 from . import meta as md
 from .errors import CalibviewError, Progress, check_cancel, report
 
@@ -169,23 +170,31 @@ def _parent(path: str) -> str:
 
 def _split_info(group: h5py.Group, file: str) -> Optional[SplitInfo]:
     """The split this group is, or None if it holds no scores; CalibviewError if its datasets are malformed."""
-    kind = next((k for k in SCORE_KINDS if group.get(k, getclass=True) is h5py.Dataset), None)
+    found = {k: guard.child(group, k, file) for k in SCORE_KINDS}  # never follows a foreign link
+    kind = next((k for k in SCORE_KINDS if isinstance(found.get(k), h5py.Dataset)), None)
     if kind is None:
         return None
-    scores = group[kind]
+    scores = found[kind]
     spath = _join(group.name, kind)
     lpath = _join(group.name, "labels")
-    if not isinstance(group.get("labels"), h5py.Dataset):
+    labels = guard.child(group, "labels", file)
+    if not isinstance(labels, h5py.Dataset):
         raise CalibviewError(
             f"{file}: {spath} has no labels dataset next to it ({lpath} is missing); "
             f"add the (N,) integer class labels."
         )
-    labels = group["labels"]
+    _check_stored(file, scores, labels)
     _check_meta(file, spath, scores.shape, scores.dtype, lpath, labels.shape, labels.dtype, kind)
     name = "all" if group.name == "/" else group.name.rsplit("/", 1)[1]
     n, k = scores.shape
     return SplitInfo(name=name, path=group.name, n=int(n), k=int(k), kind=kind, dtype=str(scores.dtype),
                      meta=_meta_names(group))
+
+
+def _check_stored(file: str, scores: h5py.Dataset, labels: h5py.Dataset) -> None:
+    """No foreign files, no unwritten chunks, no compression bombs (calibview.core.guard), before any read."""
+    guard.check_dataset(scores, file, scores=True)
+    guard.check_dataset(labels, file)
 
 
 def _meta_names(group: h5py.Group) -> tuple[str, ...]:
@@ -412,7 +421,11 @@ def _read_labels(ds: h5py.Dataset, out: np.ndarray, start: int, stop: int, file:
 
 
 def _open_split(f: h5py.File, file: str, info: SplitInfo) -> tuple[h5py.Dataset, h5py.Dataset, np.dtype]:
-    scores, labels = f[info.scores_path], f[info.labels_path]
+    scores, labels = guard.resolve(f, info.scores_path, file), guard.resolve(f, info.labels_path, file)
+    if not (isinstance(scores, h5py.Dataset) and isinstance(labels, h5py.Dataset)):
+        raise CalibviewError(f"{file}: {info.scores_path} or {info.labels_path} is no longer a dataset; the file "
+                             f"changed while it was read.")
+    _check_stored(file, scores, labels)
     _check_meta(file, scores.name, scores.shape, scores.dtype, labels.name, labels.shape, labels.dtype, info.kind)
     out_dtype = _out_dtype(scores.dtype)
     return scores, labels, out_dtype
@@ -463,7 +476,8 @@ def read_meta(path: Optional[PathLike], run: Union[str, RunInfo], split: str, co
             have = ", ".join(info.meta) if info.meta else "none"
             raise CalibviewError(f"{file}: split {info.path} has no metadata column '{column}' (available: {have}); "
                                  f"add it as {_join(info.path, md.META_GROUP)}/{column}.")
-        ds = f[_join(_join(info.path, md.META_GROUP), column)]
+        ds = f[_join(_join(info.path, md.META_GROUP), column)]     # hard links only (_meta_names)
+        guard.check_dataset(ds, file)
         try:
             values = ds[()]
         except (OSError, ValueError, TypeError) as e:
