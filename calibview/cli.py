@@ -132,6 +132,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_eval_options(p)
     p.add_argument("--out", "-o", required=True, help="output directory")
     p.add_argument("--no-diagram", action="store_true", help="skip diagram.png (it needs Qt, drawn offscreen)")
+    p.add_argument("--force", action="store_true",
+                   help="write into a non-empty --out that holds no earlier report's manifest.json")
 
     p = sub.add_parser("metrics", help="print the metric rows (as JSON with --json, else a table)")
     _add_eval_options(p)
@@ -272,17 +274,22 @@ def _evaluate_all(args) -> list:
 
 def _cmd_report(args) -> int:
     from .core.report import write_report
+    from .core.report_folder import ReportFolder
 
+    inputs = [args.shards or args.file or str(demo_path())]
+    settings = {k: v for k, v in vars(args).items() if k not in ("out", "log_level", "quiet", "force")}
+    folder = ReportFolder(args.out, inputs=inputs, settings=settings, force=args.force)   # refused before any work
     evaluations = _evaluate_all(args)
-    paths, messages = write_report(evaluations, args.out)
-    for message in messages:
+    with folder:                          # written into a staging folder, moved into --out when complete
+        _, messages = write_report(evaluations, folder.dir)
+        firsts = _first_settings(evaluations)
+        if not args.no_diagram:
+            _write_diagrams(firsts, folder.dir)
+    for message in messages + folder.notes:
         logging.getLogger("calibview").warning(f"note: {message}")
-    firsts = _first_settings(evaluations)
-    if not args.no_diagram:
-        paths += _write_diagrams(firsts, Path(args.out))
     for ev in firsts:
         print(_summary_line(ev))
-    print("wrote " + ", ".join(str(p) for p in paths))
+    print("wrote " + ", ".join(str(p) for p in folder.written))
     return 0
 
 
@@ -413,6 +420,9 @@ def _cmd_apply(args) -> int:
     from .core.evaluate import scores_tensor
     from .core.metrics import chunk_rows
 
+    from .core.safe_io import refuse_overwriting_inputs
+
+    refuse_overwriting_inputs([args.out], [args.file, args.calibrator])
     run = lg.find_run(args.file, args.run)
     fitted = _load_calibrator(args.calibrator, run.name, args.use)
     data = lg.read_split(args.file, run, args.split)

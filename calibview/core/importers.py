@@ -20,6 +20,7 @@ from . import guard
 from .errors import CalibviewError, Progress, report
 from .logits import PathLike, RunInfo, list_runs, validate_arrays, write_splits
 from .meta import check_name
+from .safe_io import refuse_overwriting_inputs
 from .meta import validate as validate_meta
 
 SUFFIXES = (".npz", ".npy", ".pt", ".pth")
@@ -42,8 +43,7 @@ def import_arrays(src: PathLike, out: PathLike, *, model: Optional[str] = None, 
     src_path, out_path = Path(os.path.abspath(os.fspath(src))), Path(os.path.abspath(os.fspath(out)))
     if not src_path.is_file():
         raise CalibviewError(f"{src_path}: the file does not exist; check the path.")
-    if src_path == out_path:
-        raise CalibviewError(f"{src_path}: the output file must differ from the input file.")
+    refuse_overwriting_inputs([out_path], [src_path])
     suffix = src_path.suffix.lower()
     report(progress, 0.0, f"Loading {src_path.name}")
     names: dict[str, tuple[str, str]] = {}
@@ -51,6 +51,7 @@ def import_arrays(src: PathLike, out: PathLike, *, model: Optional[str] = None, 
         arrays = _load_npz(src_path)
     elif suffix == ".npy":
         arrays, names = _load_npy_pair(src_path)
+        refuse_overwriting_inputs([out_path], [labels_for_npy(src_path)])
     elif suffix in (".pt", ".pth"):
         arrays = _load_torch(src_path)
     else:
