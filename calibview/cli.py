@@ -69,13 +69,24 @@ def _add_eval_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kernel", default="gaussian",
                    help="gaussian or epanechnikov (default gaussian); a list is an ablation: gaussian,epanechnikov")
     p.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples per interval (0: none)")
-    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    p.add_argument("--seed", type=_seed, default=0, help="bootstrap seed, 0 or more (default 0)")
     p.add_argument("--level", type=float, default=0.95, help="interval level (default 0.95)")
     p.add_argument("--device", default="auto", help="cpu, cuda or auto (default: auto)")
     p.add_argument("--max-memory", default="2G", metavar="SIZE",
                    help="a split larger than this in memory is streamed from disk in chunks (default 2G)")
     add_log_options(p)
     add_input_options(p)
+
+
+def _seed(text: str) -> int:
+    """--seed: an integer >= 0 (numpy's generators refuse negative seeds), refused while parsing."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"the bootstrap seed must be an integer of 0 or more, not {text!r}.")
+    return value
 
 
 def add_input_options(p: argparse.ArgumentParser) -> None:
@@ -154,6 +165,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--out", required=True, help="HDF5 file to write (appended to if it exists)")
     p.add_argument("--model", default=None, help="model name in the output (default: MODEL+CALIBRATOR)")
     p.add_argument("--overwrite", action="store_true", help="replace the split if OUT already has it")
+    p.add_argument("--allow-other-run", action="store_true",
+                   help="apply a calibrator fitted on another run (a warning; K and class names must match)")
     add_input_options(p)
 
     p = sub.add_parser("import", help="convert .npz, .npy pairs or .pt logits into a calibview HDF5 file")
@@ -288,6 +301,7 @@ def _cmd_report(args) -> int:
     for message in messages + folder.notes:
         logging.getLogger("calibview").warning(f"note: {message}")
     for ev in firsts:
+        _log_calibrator_warnings(ev)
         print(_summary_line(ev))
     print("wrote " + ", ".join(str(p) for p in folder.written))
     return 0
@@ -324,6 +338,13 @@ def _write_diagrams(evaluations, out: Path) -> list[Path]:
     return paths
 
 
+def _log_calibrator_warnings(ev) -> None:
+    """The fitted calibrators' warnings on stderr (report and metrics alike; --quiet silences them)."""
+    for r in ev.results:
+        for w in r.warnings:
+            logging.getLogger("calibview").warning(f"warning: {ev.run.name} {r.name}: {w}")
+
+
 def _summary_line(ev) -> str:
     parts = []
     for r in ev.results:
@@ -331,8 +352,6 @@ def _summary_line(ev) -> str:
         moved = f" (arg-max moved on {100 * r.argmax_changed:.1f}%)" if r.argmax_changed else ""
         parts.append(f"{r.name}: err {100 * (1 - m['accuracy'].value):.2f}% ECE {100 * m['ece'].value:.2f}% "
                      f"NLL {m['nll'].value:.4g}{moved}")
-        for w in r.warnings:
-            logging.getLogger("calibview").warning(f"warning: {ev.run.name} {r.name}: {w}")
     return f"{ev.run.name} [{ev.request.eval_split}, N={ev.n_eval}, K={ev.k}] " + "; ".join(parts)
 
 
@@ -340,6 +359,8 @@ def _cmd_metrics(args) -> int:
     from .core.report import metrics_json, metrics_rows
 
     evaluations = _evaluate_all(args)
+    for ev in _first_settings(evaluations):
+        _log_calibrator_warnings(ev)
     rows = metrics_rows(evaluations)
     if args.json:
         sys.stdout.write(metrics_json(rows))
@@ -372,44 +393,20 @@ def _cmd_runs(args) -> int:
     return 0
 
 
-def _load_calibrator(path: str, run_name: str, use: Optional[str]):
-    """One calibrator from a JSON file: a single calibrator, or a report's list (picked by run and name)."""
-    import json
-
+def _load_calibrator(path: str, run, use: Optional[str], allow_other_run: bool = False):
+    """One calibrator from a JSON file: a single calibrator, or a report's list (picked by run and name); the
+    schema, run, K and class names are checked by calibview.core.calibrator_file."""
     from .core import calibrators as calib
+    from .core import calibrator_file
 
+    record, warnings = calibrator_file.choose(path, calibrator_file.load_json(path), run, use,
+                                              allow_other_run=allow_other_run)
+    for w in warnings:
+        logging.getLogger("calibview").warning(f"warning: {w}")
     try:
-        with open(path, encoding="utf-8") as f:
-            obj = json.load(f)
-    except OSError as e:
-        raise CalibviewError(f"Cannot read {path}: {e.strerror or e}.") from None
-    except json.JSONDecodeError as e:
-        raise CalibviewError(f"{path} is not valid JSON (line {e.lineno}): give a calibrators.json written by "
-                             "calibview report.") from None
-    if isinstance(obj, dict):
-        return calib.from_json(obj)
-    if not isinstance(obj, list):
-        raise CalibviewError(f"{path} is not a calibview calibrator file.")
-    entries = [e for e in obj if isinstance(e, dict)]
-    runs = sorted({str(e.get("run")) for e in entries})
-    for_run = [e for e in entries if e.get("run") == run_name]
-    if not for_run:
-        if len(runs) != 1:
-            raise CalibviewError(f"{path} has no calibrator fitted on run {run_name} (it has runs: "
-                                 f"{', '.join(runs)}); pass one of those with --run, or export one calibrator.")
-        for_run = entries         # one run in the file: apply its calibrators to this run (same K is checked)
-    names = sorted({str(e.get("calibrator")) for e in for_run})
-    if use:
-        chosen = [e for e in for_run if e.get("calibrator") == use]
-        if not chosen:
-            raise CalibviewError(f"{path} has no calibrator named {use!r} for run {for_run[0].get('run')}; "
-                                 f"available: {', '.join(names)}.")
-    else:
-        chosen = [e for e in for_run if e.get("method") != "none"]
-        if len(chosen) != 1:
-            raise CalibviewError(f"{path} holds {len(chosen)} fitted calibrators for run {for_run[0].get('run')}; "
-                                 f"pick one with --use (available: {', '.join(names)}).")
-    return calib.from_json(chosen[0])
+        return calib.from_json(record)
+    except CalibviewError as e:
+        raise CalibviewError(f"{path}: {str(e)[0].lower()}{str(e)[1:]}") from None
 
 
 def _cmd_apply(args) -> int:
@@ -424,7 +421,7 @@ def _cmd_apply(args) -> int:
 
     refuse_overwriting_inputs([args.out], [args.file, args.calibrator])
     run = lg.find_run(args.file, args.run)
-    fitted = _load_calibrator(args.calibrator, run.name, args.use)
+    fitted = _load_calibrator(args.calibrator, run, args.use, args.allow_other_run)
     data = lg.read_split(args.file, run, args.split)
     if data.scores.shape[1] != fitted.k:
         raise CalibviewError(f"The calibrator in {args.calibrator} was fitted on K = {fitted.k} classes but "
