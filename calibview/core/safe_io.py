@@ -52,7 +52,7 @@ def refuse_overwriting_inputs(outputs: Iterable[PathLike], inputs: Iterable[Opti
         for inp in files:
             if same_file(out, inp):
                 how = "" if os.path.abspath(out) == os.path.abspath(inp) else f" (under another name, {inp})"
-                raise CalibviewError(f"{os.path.abspath(out)}: this output is one of the command's inputs{how}; "
+                raise CalibviewError(f"{os.path.abspath(out)}: this output is one of the inputs being read{how}; "
                                      f"write to another path, nothing was written.")
 
 

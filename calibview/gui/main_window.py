@@ -13,6 +13,7 @@ from calibview.core import report
 from calibview.core.demo import demo_path
 from calibview.core import calibrators as calib
 from calibview.core.errors import CalibviewError
+from calibview.core.safe_io import refuse_overwriting_inputs
 from calibview.gui.browser import Browser
 from calibview.gui.calibrators import CalibratorPanel
 from calibview.gui.canvas import CalibrationCanvas
@@ -362,6 +363,7 @@ class MainWindow(QtWidgets.QMainWindow):
                 return None
             self.settings.setValue("last_dir", str(Path(path).parent))
         try:
+            refuse_overwriting_inputs([path], [ev.run.file])     # an export never replaces the file shown
             if kind == "png":
                 self.canvas.export_png(path, scale=2.0)
             elif kind == "svg":

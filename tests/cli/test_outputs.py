@@ -61,7 +61,7 @@ def test_import_refuses_its_input_as_output(tmp_path, capsys):
     os.link(src, tmp_path / "other_name.h5")
     before = fingerprint(src)
     for out in (src, tmp_path / "other_name.h5"):
-        refused(capsys, ["import", str(src), "-o", str(out)], str(out), "one of the command's inputs")
+        refused(capsys, ["import", str(src), "-o", str(out)], str(out), "one of the inputs being read")
         assert fingerprint(src) == before
 
 
@@ -79,7 +79,7 @@ def test_apply_refuses_its_inputs_as_output(tmp_path, capsys, fitted):
     before, before_cal = fingerprint(data), fingerprint(cal)
     for out in (data, tmp_path / "alias.h5", cal):
         refused(capsys, ["apply", str(cal), str(data), "--run", "a/d", "--split", "test", "-o", str(out)],
-                "one of the command's inputs")
+                "one of the inputs being read")
         assert fingerprint(data) == before and fingerprint(cal) == before_cal
 
 
@@ -115,7 +115,7 @@ def test_report_refuses_to_write_over_its_input(tmp_path, capsys):
     data = two_runs(out / "metrics.csv")                   # the input sits where the report writes
     before = fingerprint(data)
     refused(capsys, ["report", str(data), "--calibrators", "none", "--n-boot", "0", "--no-diagram", "-o", str(out),
-                     "--force"], "metrics.csv", "one of the command's inputs")
+                     "--force"], "metrics.csv", "one of the inputs being read")
     assert fingerprint(data) == before and sorted(os.listdir(out)) == ["metrics.csv"]
 
 
