@@ -11,6 +11,7 @@ import contextlib
 import os
 import re
 import zipfile
+import zlib
 from pathlib import Path
 from typing import Mapping, Optional
 
@@ -115,7 +116,7 @@ def _load_npz(src: Path) -> dict[str, np.ndarray]:
     except ValueError as e:  # object arrays need pickle
         raise CalibviewError(f"{src}: an array in this .npz needs pickle to load ({_brief(e)}); store plain "
                              f"numeric arrays.") from None
-    except (OSError, zipfile.BadZipFile, EOFError) as e:
+    except (OSError, zipfile.BadZipFile, EOFError, zlib.error, RuntimeError, NotImplementedError) as e:
         raise CalibviewError(f"{src}: not a readable .npz file ({_brief(e)}).") from None
 
 

@@ -60,7 +60,7 @@ def refuse_overwriting_inputs(outputs: Iterable[PathLike], inputs: Iterable[Opti
 def atomic_hdf5(path: PathLike) -> Iterator[str]:
     """Yield a temporary path in ``path``'s folder, holding a copy of ``path`` if it exists; when the block ends
     without an error the copy replaces ``path`` (one rename), otherwise it is removed and ``path`` is untouched."""
-    file = os.path.abspath(os.fspath(path))
+    file = os.path.realpath(os.fspath(path))        # through a symbolic link: replace its target, keep the link
     directory, base = os.path.split(file)
     if not os.path.isdir(directory):
         raise CalibviewError(f"{file}: the output directory does not exist.")

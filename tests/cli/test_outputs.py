@@ -196,3 +196,12 @@ def test_a_hostile_manifest_cannot_remove_files_outside(tmp_path):
     (out / MANIFEST).write_text(json.dumps(manifest))
     assert report(data, out, "--no-diagram") == 0
     assert victim.exists() and data.exists()
+
+
+def test_an_append_through_a_symbolic_link_replaces_its_target(tmp_path):
+    real = two_runs(tmp_path / "real.h5")
+    os.symlink(real, tmp_path / "link.h5")
+    write_run(tmp_path / "link.h5", "c", "d", "test", np.zeros((4, 3), np.float32), np.arange(4) % 3)
+    assert (tmp_path / "link.h5").is_symlink()
+    from calibview.core.logits import list_runs
+    assert [r.name for r in list_runs(real)] == ["a/d", "b/d", "c/d"]
