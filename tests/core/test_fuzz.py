@@ -2,8 +2,9 @@
 NaN/Inf placements, label ranges, attributes, metadata columns, links and storage that point elsewhere).
 
 For every case: the core gives a result or raises CalibviewError with one sentence (never another exception), the
-CLI exits 0 or 2 with at most one error line, nothing takes longer than the per-case deadline (a hang, e.g. opening
-the FIFO every link points to, is killed by faulthandler), and the input file is never written (hash and mtime).
+CLI exits 0 or 2 with at most one error line, no case takes longer than the per-case deadline (a true hang is ended
+by faulthandler, its stacks on the terminal), the FIFO that every link and foreign storage points to is never
+opened (a watcher process notices and releases any reader), and the input file is never written (hash and mtime).
 A case built valid must read back exactly what was written.
 
 Profiles (tests/conftest.py): ``ci`` (default, well under two minutes on two cores) and ``nightly`` (long), chosen
@@ -19,6 +20,8 @@ import hashlib
 import io
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -259,19 +262,61 @@ def exercise(path: Path, valid: bool, written: dict) -> None:
     assert "Traceback" not in err.getvalue()
 
 
+_WATCH = """
+import os, sys, time
+fifo, marker = sys.argv[1], sys.argv[2]
+while os.path.exists(fifo):
+    try:
+        fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)   # succeeds only while a reader is blocked opening it
+    except OSError:
+        time.sleep(0.01)
+        continue
+    with open(marker, "a") as m:
+        m.write("opened\\n")
+    os.close(fd)                                        # the reader sees an empty file and fails instead of hanging
+"""
+
+
+@pytest.fixture(scope="session")
+def fifo_watch(tmp_path_factory):
+    """(the FIFO every link points to, the file a watcher process appends to whenever someone opens the FIFO).
+    A process, not a thread: h5py holds the GIL while HDF5 blocks in open()."""
+    folder = tmp_path_factory.mktemp("fifo")
+    fifo, marker = folder / "target.h5", folder / "opened.txt"
+    os.mkfifo(fifo)
+    marker.write_text("")
+    watcher = subprocess.Popen([sys.executable, "-c", _WATCH, str(fifo), str(marker)])
+    yield fifo, marker
+    fifo.unlink()
+    watcher.kill()
+    watcher.wait()
+
+
+@pytest.fixture(scope="session")
+def real_stderr(pytestconfig):
+    """The terminal's stderr (pytest captures fd 2), for the hang report of faulthandler."""
+    capman = pytestconfig.pluginmanager.getplugin("capturemanager")
+    with capman.global_and_fixture_disabled() if capman else contextlib.nullcontext():
+        stream = os.fdopen(os.dup(2), "w")
+    yield stream
+    stream.close()
+
+
 @given(spec=file_specs)
-def test_random_runs_give_a_result_or_one_sentence(spec, pytestconfig):
+def test_random_runs_give_a_result_or_one_sentence(spec, pytestconfig, real_stderr, fifo_watch):
     stats = pytestconfig.__dict__.setdefault("calibview_fuzz", {"cases": 0, "longest": 0.0, "valid": 0})
     t0 = time.monotonic()
     tmp = Path(tempfile.mkdtemp(prefix="calibview-fuzz-"))
-    faulthandler.dump_traceback_later(HANG_S, exit=True)
+    faulthandler.dump_traceback_later(HANG_S, exit=True, file=real_stderr)
+    fifo, marker = fifo_watch
     try:
-        fifo = tmp / "target.h5"
-        os.mkfifo(fifo)
         path = tmp / "case.h5"
         valid, written = build(spec, path, str(fifo))
-        before, listing = _digest(path), sorted(os.listdir(tmp))
-        exercise(path, valid, written)
+        before, listing, opened = _digest(path), sorted(os.listdir(tmp)), marker.stat().st_size
+        try:
+            exercise(path, valid, written)
+        finally:
+            assert marker.stat().st_size == opened, "calibview opened the file a link of the input points to"
         assert _digest(path) == before, "the input file was written"
         assert sorted(os.listdir(tmp)) == listing, "a file appeared next to the input"
     finally:
