@@ -42,7 +42,7 @@ from calibview.core.logits import iter_split, list_runs, read_meta, read_split  
 
 HANG_S = 60                 # a case still running after this is a hang: dump the stacks and end the run
 STORAGE = ("contiguous", "chunked", "gzip", "soft_link", "dangling_soft", "external_link", "virtual_fifo",
-           "virtual_self", "external_storage", "unwritten", "huge_unwritten", "hard_alias")
+           "virtual_unlimited", "virtual_self", "external_storage", "unwritten", "huge_unwritten", "hard_alias")
 VALID_STORAGE = ("contiguous", "chunked", "gzip", "soft_link", "hard_alias")
 SCORE_DTYPES = ("float16", "float32", "float64", "int32", "uint8", "bool", "S4")
 LABEL_DTYPES = ("int64", "int8", "uint16", "float32", "float64")
@@ -163,6 +163,14 @@ def _put(group: h5py.Group, name: str, data: np.ndarray, storage: str, fifo: str
         layout[...] = h5py.VirtualSource(fifo if storage == "virtual_fifo" else ".", src_name, shape=data.shape,
                                          dtype=data.dtype)
         group.create_virtual_dataset(name, layout)
+    elif storage == "virtual_unlimited" and data.ndim >= 1 and data.shape[0] > 0:
+        u, rest = h5py.h5s.UNLIMITED, data.shape[1:]
+        layout = h5py.VirtualLayout(shape=data.shape, maxshape=(None,) + rest, dtype=data.dtype)
+        source = h5py.VirtualSource(fifo, "/data", shape=data.shape, maxshape=(None,) + rest, dtype=data.dtype)
+        layout[(slice(0, u),) + (slice(None),) * len(rest)] = source[(slice(0, u),) + (slice(None),) * len(rest)]
+        group.create_virtual_dataset(name, layout)
+    elif storage == "virtual_unlimited":
+        _put(group, name, data, "virtual_fifo", fifo)
     elif storage == "external_storage":
         group.create_dataset(name, shape=data.shape, dtype=data.dtype, external=[(fifo, 0, h5py.h5f.UNLIMITED)])
     elif storage == "unwritten":

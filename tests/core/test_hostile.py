@@ -110,11 +110,17 @@ def test_external_raw_storage_is_not_read(tmp_path, fifo):
     assert_refused(["runs", str(path)], "/m/d/test/logits", "external raw file", str(fifo))
 
 
-def test_virtual_dataset_is_not_followed(tmp_path, fifo):
+@pytest.mark.parametrize("unlimited", [False, True])
+def test_virtual_dataset_is_not_followed(tmp_path, fifo, unlimited):
     path = tmp_path / "virtual.h5"
     f, g = split_group(path, scores=False)
-    layout = h5py.VirtualLayout(shape=(10, 3), dtype="f4")
-    layout[:] = h5py.VirtualSource(str(fifo), "logits", shape=(10, 3))
+    if unlimited:      # HDF5 sizes an unlimited mapping from its source when asked for the shape
+        u = h5py.h5s.UNLIMITED
+        layout = h5py.VirtualLayout(shape=(10, 3), maxshape=(None, 3), dtype="f4")
+        layout[0:u, :] = h5py.VirtualSource(str(fifo), "logits", shape=(10, 3), maxshape=(None, 3))[0:u, :]
+    else:
+        layout = h5py.VirtualLayout(shape=(10, 3), dtype="f4")
+        layout[:] = h5py.VirtualSource(str(fifo), "logits", shape=(10, 3))
     g.create_virtual_dataset("logits", layout)
     f.close()
     assert_refused(["runs", str(path)], "/m/d/test/logits", "virtual dataset", str(fifo))
@@ -170,6 +176,17 @@ def test_zip_bomb_in_npz(tmp_path):
     line = assert_refused(["import", str(src), "-o", str(out)], "logits", "zip bomb", str(src))
     assert "--allow-sparse" in line
     assert not out.exists()
+
+
+def test_a_soft_link_loop_is_one_sentence(tmp_path):
+    path = tmp_path / "loop.h5"
+    f, g = split_group(path, scores=False)
+    f["a"] = h5py.SoftLink("/b/x")
+    f["b"] = h5py.SoftLink("/a")
+    g["logits"] = h5py.SoftLink("/a")
+    f.close()
+    with pytest.raises(CalibviewError, match="nested more than 16 deep"):
+        list_runs(path)
 
 
 # ------------------------------------------------------------------------------------------ what is still allowed
