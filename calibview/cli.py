@@ -7,6 +7,7 @@ it is a terminal.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import sys
 import threading
@@ -471,11 +472,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     tune_allocator()                # a process-wide choice, so the program makes it, not the import of the core
     if hasattr(args, "log_level"):
         setup_logging(args)
-    if hasattr(args, "allow_external"):
+    policy = contextlib.nullcontext()
+    if hasattr(args, "allow_external"):     # what the input may do (core.guard), for this command only
         from .core import guard
-        guard.set_policy(args.allow_external, args.allow_sparse)
+        policy = guard.using(args.allow_external, args.allow_sparse)
     try:
-        return COMMANDS[args.command](args)
+        with policy:
+            return COMMANDS[args.command](args)
     except Cancelled:
         print("calibview: cancelled", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -239,3 +239,16 @@ def test_npz_of_ordinary_size_imports(tmp_path):
     np.savez_compressed(src, logits=np.zeros((100, 3), np.float32), labels=np.arange(100) % 3)
     (run,) = import_arrays(src, tmp_path / "out.h5")
     assert run.splits[0].n == 100
+
+
+def test_the_command_line_policy_ends_with_the_command(tmp_path):
+    from calibview.cli import main
+
+    path = tmp_path / "unwritten.h5"
+    f, g = split_group(path, scores=False)
+    g.create_dataset("logits", shape=(10, 3), dtype="f4")
+    f.close()
+    assert main(["runs", str(path), "--allow-sparse"]) == 0
+    assert guard.policy() == guard.Policy()
+    with pytest.raises(CalibviewError):
+        list_runs(path)
