@@ -70,24 +70,13 @@ def _add_eval_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kernel", default="gaussian",
                    help="gaussian or epanechnikov (default gaussian); a list is an ablation: gaussian,epanechnikov")
     p.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples per interval (0: none)")
-    p.add_argument("--seed", type=_seed, default=0, help="bootstrap seed, 0 or more (default 0)")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed, 0 or more (default 0)")
     p.add_argument("--level", type=float, default=0.95, help="interval level (default 0.95)")
     p.add_argument("--device", default="auto", help="cpu, cuda or auto (default: auto)")
     p.add_argument("--max-memory", default="2G", metavar="SIZE",
                    help="a split larger than this in memory is streamed from disk in chunks (default 2G)")
     add_log_options(p)
     add_input_options(p)
-
-
-def _seed(text: str) -> int:
-    """--seed: an integer >= 0 (numpy's generators refuse negative seeds), refused while parsing."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"the bootstrap seed must be an integer of 0 or more, not {text!r}.")
-    return value
 
 
 def add_input_options(p: argparse.ArgumentParser) -> None:
