@@ -56,7 +56,9 @@ def _add_eval_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--run", action="append", metavar="MODEL/DATASET",
                    help="run to evaluate (repeatable; default: every run in the file)")
     p.add_argument("--fit-split", default=None, help="split the calibrators are fitted on (default: val)")
-    p.add_argument("--eval-split", default=None, help="split the metrics are computed on (default: test)")
+    p.add_argument("--eval-split", default=None,
+                   help="split the metrics are computed on (default: test); a comma-separated list evaluates the "
+                        "same fitted calibrators on each (domains: test,deploy), the first being the reference")
     p.add_argument("--calibrators", default=None,
                    help="comma-separated: none,ts,ts-grid,... (default: none,ts)")
     p.add_argument("--option", action="append", default=[], metavar="CAL.KEY=VALUE",
@@ -135,6 +137,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-diagram", action="store_true", help="skip diagram.png (it needs Qt, drawn offscreen)")
     p.add_argument("--force", action="store_true",
                    help="write into a non-empty --out that holds no earlier report's manifest.json")
+    from .core.report_selective import add_report_options
+    add_report_options(p)          # --audit, --target-precision: selective.csv, audit.csv, thresholds.csv
 
     p = sub.add_parser("metrics", help="print the metric rows (as JSON with --json, else a table)")
     _add_eval_options(p)
@@ -145,7 +149,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_input_options(p)
 
     p = sub.add_parser("apply", help="apply a fitted calibrator (JSON) to a split and write its probabilities")
-    p.add_argument("calibrator", help="calibrators.json of a report, or one calibrator's JSON")
+    p.add_argument("calibrator", help="calibrators.json of a report, one calibrator's JSON, or the "
+                                      "inference_config.json of a release")
     p.add_argument("file", help="HDF5 logits file to calibrate")
     p.add_argument("--run", required=True, metavar="MODEL/DATASET")
     p.add_argument("--split", required=True)
@@ -221,10 +226,14 @@ def _requests(args) -> list:
         calib.configured(name, dict(opts))
     for name in names:
         calib.get(name)
+    eval_splits = _list(args.eval_split) if args.eval_split else [None]
     requests = []
     for run in chosen:
-        default_fit, eval_split = default_splits(run, args.eval_split)
-        fit_split = args.fit_split or default_fit
+        evals = [default_splits(run, e)[1] for e in eval_splits]
+        for name in evals + ([args.fit_split] if args.fit_split else []):
+            run.split(name)                      # a split the run lacks is refused before any work
+        fit_split = args.fit_split or _default_fit(run, evals)
+        eval_split = evals[0]
         run_names = names
         binary = [c for c in names if calib.get(c).binary_only]
         if binary and run.k != 2:
@@ -238,21 +247,36 @@ def _requests(args) -> list:
                     "calibrators on; add a fit split to the file or pass --fit-split explicitly.")
             run_names = ("none",)
             print(f"calibview: run {run.name} has a single split: reporting it uncalibrated.", file=sys.stderr)
-        if fit_split == eval_split and any(c != "none" for c in run_names):      # as the window warns
-            logging.getLogger("calibview").warning(
-                f"warning: run {run.name}: calibrators were fitted and evaluated on the same split ({eval_split}): "
-                "these are in-sample numbers.")
+        if fit_split in evals:                   # as the window warns; once per calibrator
+            for c in run_names:
+                if c != "none":
+                    logging.getLogger("calibview").warning(
+                        f"warning: run {run.name}: {c} was fitted and evaluated on the same split ({fit_split}): "
+                        "these are in-sample numbers.")
         first = _settings(args)[0]
-        requests.append(EvalRequest(file=str(file), run=run.name, eval_split=eval_split, fit_split=fit_split,
-                                    calibrators=run_names, bins=first.bins, n_boot=args.n_boot, seed=args.seed,
-                                    level=args.level, bandwidth=first.bandwidth, kernel=first.kernel,
-                                    device=args.device, options=options,
-                                    max_memory=parse_size(args.max_memory)))
+        for eval_split in evals:                 # one request per domain: the engine fits once for all of them
+            requests.append(EvalRequest(file=str(file), run=run.name, eval_split=eval_split, fit_split=fit_split,
+                                        calibrators=run_names, bins=first.bins, n_boot=args.n_boot,
+                                        seed=args.seed, level=args.level, bandwidth=first.bandwidth,
+                                        kernel=first.kernel, device=args.device, options=options,
+                                        max_memory=parse_size(args.max_memory)))
     return requests
 
 
-def _evaluate_all(args) -> list:
-    """Every run's evaluations, one per setting of the command line (an ablation shares fits and scores)."""
+def _default_fit(run, evals: list[str]) -> Optional[str]:
+    """The fit split when none is named: "val" (else the first split) among those not evaluated on; with every
+    split evaluated on, what a single evaluation split would get."""
+    from .core.evaluate import default_splits
+
+    others = [s.name for s in run.splits if s.name not in evals]
+    if others:
+        return "val" if "val" in others else others[0]
+    return default_splits(run, evals[0])[0]
+
+
+def _evaluate_all(args, engine=None) -> list:
+    """Every run's evaluations, one per eval split and setting of the command line (an ablation and the domains
+    share fits and scores); pass an ``engine`` to reuse its cache afterwards."""
     from .core.engine import Engine
     from .core.evaluate import check_request
     from dataclasses import replace
@@ -264,7 +288,7 @@ def _evaluate_all(args) -> list:
             check_request(replace(req, bins=s.bins, bandwidth=s.bandwidth, kernel=s.kernel))
     bar = ProgressBar(enabled=False if args.quiet else None)
     cancel = threading.Event()
-    engine = Engine()
+    engine = engine if engine is not None else Engine()
     results = []
     try:
         for i, req in enumerate(requests):
@@ -276,18 +300,28 @@ def _evaluate_all(args) -> list:
 
 
 def _cmd_report(args) -> int:
+    from .core.engine import Engine
     from .core.report import write_report
     from .core.report_folder import ReportFolder
+    from .core.report_selective import check_target, parse_thresholds, write_selective
 
+    audit = parse_thresholds(args.audit)
+    check_target(args.target_precision)
     inputs = [args.shards or args.file or str(demo_path())]
     settings = {k: v for k, v in vars(args).items() if k not in ("out", "log_level", "quiet", "force")}
     folder = ReportFolder(args.out, inputs=inputs, settings=settings, force=args.force)   # refused before any work
-    evaluations = _evaluate_all(args)
+    engine = Engine()
+    evaluations = _evaluate_all(args, engine)
     with folder:                          # written into a staging folder, moved into --out when complete
         _, messages = write_report(evaluations, folder.dir)
+        _, notes = write_selective(engine, evaluations, folder.dir, audit, args.target_precision)
+        if len({ev.request.eval_split for ev in evaluations}) > 1:
+            _write_domains(evaluations, engine, folder.dir)
         firsts = _first_settings(evaluations)
         if not args.no_diagram:
             _write_diagrams(firsts, folder.dir)
+    for note in notes:
+        print(f"calibview: {note}", file=sys.stderr)
     for message in messages + folder.notes:
         logging.getLogger("calibview").warning(f"note: {message}")
     for ev in firsts:
@@ -295,6 +329,16 @@ def _cmd_report(args) -> int:
         print(_summary_line(ev))
     print("wrote " + ", ".join(str(p) for p in folder.written))
     return 0
+
+
+def _write_domains(evaluations, engine, out: Path) -> Path:
+    """domains.csv: each metric per eval split and its difference to the first split (see core.domains)."""
+    from .core.domains import domain_rows, domains_csv
+    from .core.report import atomic_write
+
+    rows = domain_rows(evaluations, lambda ev: engine.distributions(ev.request))
+    atomic_write(out / "domains.csv", domains_csv(rows))
+    return out / "domains.csv"
 
 
 def _first_settings(evaluations) -> list:
@@ -316,11 +360,12 @@ def _write_diagrams(evaluations, out: Path) -> list[Path]:
         print(f"calibview: warning: no diagram.png ({e}); install PySide6 and pyqtgraph for it.", file=sys.stderr)
         return []
     paths = []
+    several_runs = len({(ev.run.file, ev.run.name) for ev in evaluations}) > 1
+    several_splits = len({ev.request.eval_split for ev in evaluations}) > 1
     for ev in evaluations:
-        if len(evaluations) == 1:
-            name = "diagram.png"
-        else:
-            name = "diagram_" + "".join(c if c.isalnum() or c in "-." else "_" for c in ev.run.name) + ".png"
+        parts = ([ev.run.name] if several_runs else []) + ([ev.request.eval_split] if several_splits else [])
+        name = "_".join(["diagram"] + ["".join(c if c.isalnum() or c in "-." else "_" for c in p)
+                                       for p in parts]) + ".png"
         title = f"{ev.run.name} · {ev.request.eval_split} (N = {ev.n_eval:,}, K = {ev.k})"
         render_diagram_png(list(ev.results), out / name, bandwidth=ev.request.bandwidth, kernel=ev.request.kernel,
                            title=title)
@@ -358,16 +403,18 @@ def _cmd_metrics(args) -> int:
         cols = ("accuracy", "nll", "brier", "ece", "ace", "classwise_ece", "smece", "cal", "tot",
                 "sharpness_gap")
         ablation = len({(r["bins"], r["bandwidth"], r["kernel"]) for r in rows}) > 1
+        domains = len({r["eval_split"] for r in rows}) > 1
 
         def setting(row) -> str:
             return f"{row['bins']:>4} {row['bandwidth']:<7g} {row['kernel'][:5]:5s} " if ablation else ""
 
-        head = f"{'run':32s} {'calibrator':10s} " + ("bins bw      kern. " if ablation else "") + \
-            " ".join(f"{c[:13]:>13s}" for c in cols)
+        head = f"{'run':32s} " + ("split      " if domains else "") + f"{'calibrator':10s} " + \
+            ("bins bw      kern. " if ablation else "") + " ".join(f"{c[:13]:>13s}" for c in cols)
         print(head)
         for row in rows:
             run = f"{row['model']}/{row['dataset']}"
-            print(f"{run[:32]:32s} {row['calibrator'][:10]:10s} " + setting(row) +
+            split = f"{row['eval_split'][:10]:10s} " if domains else ""
+            print(f"{run[:32]:32s} {split}{row['calibrator'][:10]:10s} " + setting(row) +
                   " ".join(f"{row[c]:13.6g}" for c in cols))
     return 0
 
@@ -384,13 +431,22 @@ def _cmd_runs(args) -> int:
 
 
 def _load_calibrator(path: str, run, use: Optional[str], allow_other_run: bool = False):
-    """One calibrator from a JSON file: a single calibrator, or a report's list (picked by run and name); the
-    schema, run, K and class names are checked by calibview.core.calibrator_file."""
+    """One calibrator from a JSON file: a single calibrator, a report's list (picked by run and name; the schema,
+    run, K and class names are checked by calibview.core.calibrator_file), or a verified inference config (its run
+    must be ``run``)."""
     from .core import calibrators as calib
     from .core import calibrator_file
 
-    record, warnings = calibrator_file.choose(path, calibrator_file.load_json(path), run, use,
-                                              allow_other_run=allow_other_run)
+    obj = calibrator_file.load_json(path)      # a missing, binary or HDF5 file is one sentence naming it
+    if isinstance(obj, dict) and "schema" in obj and obj["schema"] != calibrator_file.SCHEMA:
+        from .core import release as rel       # an inference config of calibview release
+
+        config = rel.verify_config(obj, path)
+        if rel.run_name(config) != run.name:
+            raise CalibviewError(f"{path} was released for run {rel.run_name(config)}, not {run.name}; apply it to "
+                                 "the run of the same model.")
+        return rel.calibrator_of(config)
+    record, warnings = calibrator_file.choose(path, obj, run, use, allow_other_run=allow_other_run)
     for w in warnings:
         logging.getLogger("calibview").warning(f"warning: {w}")
     try:

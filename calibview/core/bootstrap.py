@@ -14,7 +14,9 @@ Conventions (documented in the README):
   confidence, so this is exact);
 - equal-mass bins (ACE, debiased ECE) keep the evaluation split's quantile groups in every resample, rather than
   re-sorting each resample; the groups stay nearly equal-mass;
-- SmoothECE and CAL/TOT per resample come from :mod:`calibview.core.smoothing`.
+- SmoothECE and CAL/TOT per resample come from :mod:`calibview.core.smoothing`;
+- the selective-prediction metrics (AURC, ..., :mod:`calibview.core.selective`) sort the samples once and read
+  cumulative sums of each resample's counts in that order at the tie-group ends: O(R N) per block.
 
 Large splits (N > ``UNIT_LIMIT``) are resampled in *units*: a seeded random assignment splits the samples into G
 groups of nearly equal size (G between 4,096 and 65,536, fewer for many classes), and a resample draws G groups
@@ -34,7 +36,7 @@ from typing import Iterator, Optional
 import numpy as np
 import torch
 
-from . import smoothing
+from . import selective, smoothing
 from .metrics import (SampleStats, StatsAccumulator, debiased_from_sums, ece_from_sums, equal_mass_order,
                       equal_width_bin)
 
@@ -386,7 +388,7 @@ def _onehot_features(index: np.ndarray, n_cols: int, columns: list[np.ndarray]) 
 #: rows per step when features are summed into groups
 _FEATURE_ROWS = 1 << 16
 
-COMMON_METRICS = ("accuracy", "nll", "brier", "brier_top", "smece")
+COMMON_METRICS = ("accuracy", "nll", "brier", "brier_top", "smece") + selective.SELECTIVE_METRICS
 BINNED_METRICS = ("ece", "rmsce", "mce", "ace", "debiased_ece")
 KERNEL_METRICS = ("cal", "tot", "sharpness_gap")
 
@@ -450,6 +452,11 @@ class SampleBootstrap:
             self.tick()
             out["smece"] = smoothing.smece_resampled(s.conf, s.correct, panels=block.panels(),
                                                      store=self._helpers).numpy()
+        self.tick()
+        if "rank_order" not in self._helpers:          # sorted once; every block is cumulative sums in that order
+            self._helpers["rank_order"] = selective.rank_order(s.conf, s.correct)
+        out.update(selective.resampled_metrics(self._helpers["rank_order"], block.counts, block.units,
+                                               block.totals, store=self._helpers))
         return out
 
     def binned(self, block: ResampleBlock, n_bins: int) -> dict[str, np.ndarray]:

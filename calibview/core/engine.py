@@ -21,16 +21,18 @@ as soon as it is scored (intervals pending), then everything.
 from __future__ import annotations
 
 import itertools
+import json
 import logging
 import threading
 import time
 from dataclasses import dataclass, replace
 from types import MappingProxyType
-from typing import Callable, Optional, Sequence
+from typing import Callable, Mapping, Optional, Sequence
 
 import numpy as np
 import torch
 
+from . import auroc as au
 from . import calibrators as calib
 from . import logits as lg
 from . import shards, stream
@@ -84,6 +86,8 @@ class Scored:
     classwise_dist: MappingProxyType           # B -> (n_boot,) float64, or None (no interval, see notes)
     argmax_changed: float
     notes: tuple[str, ...] = ()
+    auroc: float = float("nan")                # macro one-vs-rest AUROC (calibview.core.auroc), counted here
+    auroc_dist: Optional[np.ndarray] = None    # (n_boot,) or None (no interval, see notes)
 
 
 def settings_of(req: EvalRequest, bins: Sequence = (), bandwidths: Sequence = (), kernels: Sequence = ()
@@ -103,49 +107,70 @@ class Engine:
     # --- the public calls --------------------------------------------------------------------------------------
 
     def evaluate(self, req: EvalRequest, *, progress=None, cancel: Optional[threading.Event] = None,
-                 on_partial: Optional[Callable[[Evaluation], None]] = None) -> Evaluation:
-        """One setting: the request's bins, bandwidth and kernel."""
+                 on_partial: Optional[Callable[[Evaluation], None]] = None,
+                 given: Optional[Mapping[str, calib.Fitted]] = None) -> Evaluation:
+        """One setting: the request's bins, bandwidth and kernel. ``given`` maps calibrator names of the request to
+        calibrators fitted elsewhere (a shipped inference config): they are applied as they are, not refitted,
+        and the fit split need not be in the file."""
         partial = None if on_partial is None else (lambda evs: on_partial(evs[0]))
-        return self.evaluate_settings(req, None, progress=progress, cancel=cancel, on_partial=partial)[0]
+        return self.evaluate_settings(req, None, progress=progress, cancel=cancel, on_partial=partial,
+                                      given=given)[0]
 
     def evaluate_settings(self, req: EvalRequest, settings: Optional[Sequence[Setting]] = None, *,
                           progress=None, cancel: Optional[threading.Event] = None,
-                          on_partial: Optional[Callable[[list[Evaluation]], None]] = None) -> list[Evaluation]:
+                          on_partial: Optional[Callable[[list[Evaluation]], None]] = None,
+                          given: Optional[Mapping[str, calib.Fitted]] = None) -> list[Evaluation]:
         """One :class:`Evaluation` per setting (an ablation); fits, scores and resamples are shared."""
         t0 = time.perf_counter()
         settings = list(settings or settings_of(req))
         for s in settings:                       # the whole request is validated before any work
             check_request(replace(req, bins=s.bins, bandwidth=s.bandwidth, kernel=s.kernel))
-        job = _Job(self, req, settings, progress, cancel, on_partial, t0)
+        job = _Job(self, req, settings, progress, cancel, on_partial, t0, given)
         evaluations = job.run()
         log.info(job.log_line(evaluations[0]))
         return evaluations
 
-    def scored(self, req: EvalRequest, *, progress=None, cancel: Optional[threading.Event] = None
-               ) -> dict[str, Scored]:
+    def scored(self, req: EvalRequest, *, progress=None, cancel: Optional[threading.Event] = None,
+               given: Optional[Mapping[str, calib.Fitted]] = None) -> dict[str, Scored]:
         """The fit and score stages alone (cached like everything else): calibrator name -> :class:`Scored`, whose
         ``stats`` holds the per-sample vectors (confidence, arg-max, correctness, NLL, Brier, label) of the
         evaluation split. What slices, selective prediction and thresholds are computed from."""
         check_request(req)
-        job = _Job(self, req, settings_of(req), progress, cancel, None, time.perf_counter())
+        job = _Job(self, req, settings_of(req), progress, cancel, None, time.perf_counter(), given)
         job._fit_all()
         job._score_all()
         return dict(job.scored)
 
-    def fitted(self, req: EvalRequest, *, progress=None, cancel: Optional[threading.Event] = None
-               ) -> dict[str, calib.Fitted]:
+    def fitted(self, req: EvalRequest, *, progress=None, cancel: Optional[threading.Event] = None,
+               given: Optional[Mapping[str, calib.Fitted]] = None) -> dict[str, calib.Fitted]:
         """The fit stage alone: calibrator name -> fitted calibrator (cached)."""
         check_request(req)
-        job = _Job(self, req, settings_of(req), progress, cancel, None, time.perf_counter())
+        job = _Job(self, req, settings_of(req), progress, cancel, None, time.perf_counter(), given)
         job._fit_all()
         return dict(job.fitted)
 
-    def resamples(self, req: EvalRequest) -> tuple[Optional[torch.Tensor], Optional[torch.Tensor]]:
+    def distributions(self, req: EvalRequest, *, progress=None, cancel: Optional[threading.Event] = None,
+                      given: Optional[Mapping[str, calib.Fitted]] = None) -> dict[str, dict[str, np.ndarray]]:
+        """The bootstrap distributions behind the intervals of ``req`` (its one setting): calibrator name ->
+        metric -> (n_boot,) float64 (empty when ``req.n_boot`` is 0; a metric without an interval is absent).
+        Cached like everything else: after :meth:`evaluate` of the same request this computes nothing."""
+        check_request(req)
+        job = _Job(self, req, settings_of(req), progress, cancel, None, time.perf_counter(), given)
+        job._fit_all()
+        job._score_all()
+        if not req.n_boot:
+            return {nm: {} for nm in job.names}
+        job._resample_all()
+        s = job.settings[0]
+        return {nm: job._dists(nm, job.bins_of[s], s) for nm in job.names}
+
+    def resamples(self, req: EvalRequest, given: Optional[Mapping[str, calib.Fitted]] = None
+                  ) -> tuple[Optional[torch.Tensor], Optional[torch.Tensor]]:
         """The evaluation split's bootstrap resamples as used by every interval of ``req``: ((n_boot, units) uint8
         counts or None when they would not fit COUNTS_BUDGET, (N,) unit of each sample or None). Restricting the
         columns to a subset of samples gives that subset's paired resamples."""
         check_request(req)
-        job = _Job(self, req, settings_of(req), None, None, None, time.perf_counter())
+        job = _Job(self, req, settings_of(req), None, None, None, time.perf_counter(), given)
         counts, units, _ = job._resamples()
         return counts, units
 
@@ -154,7 +179,7 @@ class _Job:
     """The state of one request while it runs through the stages."""
 
     def __init__(self, engine: Engine, req: EvalRequest, settings: list[Setting], progress, cancel, on_partial,
-                 t0: float) -> None:
+                 t0: float, given: Optional[Mapping[str, calib.Fitted]] = None) -> None:
         self.cache, self.req, self.settings = engine.cache, req, settings
         self.progress, self.cancel, self.on_partial, self.t0 = progress, cancel, on_partial, t0
         self.device = resolve_device(req.device)
@@ -163,7 +188,8 @@ class _Job:
         self.ident = file_identity(req.file)
         self.cache.forget_file(req.file, self.ident)
         self.names = tuple(req.calibrators)
-        self.needs_fit = any(c != "none" for c in self.names)
+        self.given = dict(given or {})
+        self.needs_fit = any(c != "none" and c not in self.given for c in self.names)
         self.run_info.split(req.eval_split)
         if self.needs_fit:
             self.run_info.split(req.fit_split)
@@ -183,6 +209,10 @@ class _Job:
     def fit_key(self, name: str) -> tuple:
         if name == "none":               # the identity: the same whatever the fit split
             return ("fit", self.req.file, self.ident, self.run_info.name, None, "none", ())
+        if name in self.given:           # fitted elsewhere: keyed by what it is, not where it came from
+            g = self.given[name].to_json()
+            return ("fit", self.req.file, self.ident, self.run_info.name, "given", g["method"],
+                    json.dumps(g["params"], sort_keys=True))
         opts = tuple(sorted(self.req.options_for(name).items()))
         return ("fit", self.req.file, self.ident, self.run_info.name, self.req.fit_split, name, opts)
 
@@ -221,7 +251,9 @@ class _Job:
         todo = []
         for name in self.names:
             hit = self.cache.get(self.fit_key(name))
-            if name == "none":
+            if name in self.given and name != "none":
+                self.fitted[name] = self.given[name]
+            elif name == "none":
                 self.fitted[name] = hit or self.cache.put(self.fit_key(name),
                                                           calib.Fitted(method="none", k=self.k, params={}))
             elif hit is not None:
@@ -324,19 +356,18 @@ class _Job:
         cws = {nm: (ClasswiseBootstrap(counts, k, units=units, device=self.device)
                     if counts is not None and cw_note is None and not two_pass else None) for nm in names}
         base_pred = torch.empty(n, dtype=torch.int64, device=self.device)
-        chunks = (scores.chunks() if stream.is_streamed(scores) else
-                  stream.tensor_chunks(scores, labels, chunk_rows(k)))
-        for start, z, y in chunks:
+        pos = {nm: torch.empty(n, dtype=torch.float64, device=self.device) for nm in names}
+        for start, z, y in self._chunks(scores, labels):
             check_cancel(self.cancel)
             stream.trim_heap()          # the previous chunk's temporaries: see stream.trim_heap (in memory too)
             base_pred[start:start + z.shape[0]] = z.argmax(dim=1)
             for nm in names:
-                cw = cws[nm]
-                accs[nm].add(start, self.fitted[nm].apply(z), y, cw.add if cw is not None else None)
+                accs[nm].add(start, self.fitted[nm].apply(z), y, _on_chunk(pos[nm], cws[nm]))
             stop = start + z.shape[0]
             report(self.progress, span[0] + (span[1] - span[0]) * stop / n * (0.5 if two_pass else 1.0),
                    f"scoring {label}: {stop:,} of {n:,} rows")
         base_pred = base_pred.cpu().numpy()
+        aurocs = self._auroc_pass(scores, labels, names, pos, counts, units, span)
         for nm in names:
             check_cancel(self.cancel)
             stats = accs[nm].result(labels)
@@ -354,14 +385,52 @@ class _Job:
             elif r.n_boot:
                 notes.append(cw_note)
                 dists = {b: None for b in bins[nm]}
+            auroc, auroc_dist, auroc_note = aurocs[nm]
+            if auroc_note:      # routine above the work budget (documented), so information, not a warning
+                log.info("%s %s: %s", self.run_info.name, nm, auroc_note)
             scored = Scored(stats=stats, bins=bins[nm],
                             classwise_sums=MappingProxyType({b: accs[nm].classwise_sums(b) for b in bins[nm]}),
                             classwise_dist=MappingProxyType(dists),
-                            argmax_changed=float((stats.pred != base_pred).mean()), notes=tuple(notes))
+                            argmax_changed=float((stats.pred != base_pred).mean()),
+                            notes=tuple(notes),
+                            auroc=auroc, auroc_dist=auroc_dist)
             self.scored[nm] = self.cache.put(self.score_key(nm), scored)
             self.counters["scored"].append((nm, r.eval_split))
             accs[nm] = cws[nm] = None
             self._emit_partial()
+
+    def _chunks(self, scores, labels):
+        """The scoring pass's chunks (the AUROC pass must see the same rows together: same bits)."""
+        return (scores.chunks() if stream.is_streamed(scores) else
+                stream.tensor_chunks(scores, labels, chunk_rows(self.k)))
+
+    def _auroc_pass(self, scores, labels, names, pos, counts, units, span) -> dict:
+        """name -> (auroc, (n_boot,) resampled auroc or None, note or None): a second pass over the chunks counts
+        every probability against the sorted positives collected while scoring (calibview.core.auroc); when the
+        interval is affordable the (small) probability matrix is kept for it."""
+        r, n, k = self.req, self.n, self.k
+        note = au.boot_note(r.n_boot, n, k) if r.n_boot else None
+        if r.n_boot and note is None and counts is None:
+            note = "no AUROC interval: the resample counts were not kept (see the class-wise ECE note)"
+        keep = bool(r.n_boot) and note is None
+        y_np = labels.cpu().numpy()
+        counters = {nm: au.AurocCounter(y_np, pos[nm], k) for nm in names}
+        kept = {nm: torch.empty((n, k), dtype=torch.float64) for nm in names} if keep else {}
+        t1 = time.perf_counter()
+        for start, z, y in self._chunks(scores, labels):
+            check_cancel(self.cancel)
+            for nm in names:
+                p = self.fitted[nm].apply(z).exp()
+                counters[nm].add(p)
+                if keep:
+                    kept[nm][start:start + z.shape[0]] = p.cpu()
+            report(self.progress, span[1], f"AUROC: {start + z.shape[0]:,} of {n:,} rows")
+        out = {}
+        for nm in names:
+            dist = au.resampled_auroc(kept[nm].numpy(), y_np, counts, units) if keep else None
+            out[nm] = (counters[nm].value(), dist, note)
+        self.timings["auroc"] = self.timings.get("auroc", 0.0) + time.perf_counter() - t1
+        return out
 
     def _classwise_pass(self, scores, labels, name, counts, stats, bins, span) -> ClasswiseBootstrap:
         """The class-wise accumulator of a large in-memory split, restricted to the classes that need the dense
@@ -461,21 +530,16 @@ class _Job:
         return out
 
     def _n_fit(self) -> int:
-        return self.run_info.split(self.req.fit_split).n if self.needs_fit else 0
+        if self.needs_fit:
+            return self.run_info.split(self.req.fit_split).n
+        return max([int(f.fit_info.get("n", 0) or 0) for f in self.given.values()] or [0])
 
     def _result(self, name: str, b: int, s: Setting, pending: bool) -> CalibratorResult:
         sc, fitted = self.scored[name], self.fitted[name]
         common, binned = self._point(name, ("common",)), self._point(name, ("binned", b))
         kern = self._point(name, ("kernel", s.bandwidth, s.kernel))
-        values = {**common["values"], **binned["values"], **kern["values"]}
-        dists = {}
-        if self.req.n_boot:
-            for part in (("common",), ("binned", b), ("kernel", s.bandwidth, s.kernel)):
-                dists.update(self.dists.get((name, part)) or self.cache.get(self._dist_key(name, part)) or {})
-            if sc.classwise_dist.get(b) is not None and dists:
-                dists["classwise_ece"] = sc.classwise_dist[b]
-            if "brier" in dists:
-                dists["tot"] = dists["brier"]      # TOT is the Brier score, whatever the bandwidth
+        values = {**common["values"], **binned["values"], **kern["values"], "auroc": sc.auroc}
+        dists = self._dists(name, b, s) if self.req.n_boot else {}
         metrics = {}
         for m in METRIC_NAMES:
             iv = percentile_interval(dists[m], self.req.level) if m in dists else None
@@ -492,11 +556,34 @@ class _Job:
             per_class_count=_frozen(common["per_class_count"]), smece_sigma=common["sigma"],
             argmax_changed=sc.argmax_changed, warnings=tuple(warnings))
 
+    def _dists(self, name: str, b: int, s: Setting) -> dict:
+        """metric -> bootstrap distribution of calibrator ``name`` at bin count ``b`` and setting ``s``."""
+        sc, dists = self.scored[name], {}
+        for part in (("common",), ("binned", b), ("kernel", s.bandwidth, s.kernel)):
+            dists.update(self.dists.get((name, part)) or self.cache.get(self._dist_key(name, part)) or {})
+        if sc.classwise_dist.get(b) is not None and dists:
+            dists["classwise_ece"] = sc.classwise_dist[b]
+        if "brier" in dists:
+            dists["tot"] = dists["brier"]      # TOT is the Brier score, whatever the bandwidth
+        if sc.auroc_dist is not None and dists:
+            dists["auroc"] = sc.auroc_dist
+        return dists
+
     def log_line(self, ev: Evaluation) -> str:
         c = ev.counters
         return (f"evaluated {self.run_info.name} fit={self.req.fit_split or 'none'} eval={self.req.eval_split}: "
                 f"fitted {len(c.fitted)}, reused {len(c.reused)}, scored {len(c.scored)}, "
                 f"{time.perf_counter() - self.t0:.2f} s")
+
+
+def _on_chunk(pos: torch.Tensor, cw: Optional[ClasswiseBootstrap]):
+    """The scoring pass's per-chunk consumer: keep each row's label probability for the AUROC (before the
+    class-wise accumulator, which overwrites the probabilities)."""
+    def consume(start, lp, p, y):
+        pos[start:start + p.shape[0]] = au.positives(p, y)
+        if cw is not None:
+            cw.add(start, lp, p, y)
+    return consume
 
 
 def _frozen(a: np.ndarray) -> np.ndarray:

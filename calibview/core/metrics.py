@@ -21,6 +21,10 @@ import torch
 METRIC_NAMES = (
     "accuracy", "nll", "brier", "brier_top", "ece", "rmsce", "mce", "ace", "classwise_ece",
     "debiased_ece", "smece", "cal", "tot", "sharpness_gap",
+    # selective prediction and discrimination (calibview.core.selective, calibview.core.auroc); appended so that
+    # positional readers of metrics.csv keep working
+    "aurc", "e_aurc", "acc_at_cov80", "acc_at_cov90", "acc_at_cov95", "cov_at_acc95", "cov_at_acc99", "auroc",
+    "auroc_correct",
 )
 
 #: One-line conventions shown in the UI, the CLI help and the CSV documentation.
@@ -39,6 +43,21 @@ METRIC_HELP = {
     "cal": "kernel calibration error mean (c_hat(conf) - conf)^2 (Chidambaram & Ge 2025)",
     "tot": "total loss: full-vector Brier",
     "sharpness_gap": "TOT - CAL: lower is sharper",
+    "aurc": "area under the risk-coverage curve: sort by confidence descending, equal confidences enter together; "
+            "r(k) = errors among the first k / k, taken at the end of each tie group and held across it; "
+            "AURC = (1/N) sum_k r(k)",
+    "e_aurc": "AURC - AURC*, AURC* with the same N and error count but every correct sample first "
+              "(r*(k) = max(0, k - C)/k, C correct): the part of AURC due to the ranking",
+    "acc_at_cov80": "selective accuracy of the ceil(0.8 N) most confident samples (the tie group that crosses "
+                    "included whole)",
+    "acc_at_cov90": "selective accuracy of the ceil(0.9 N) most confident samples (crossing tie group included)",
+    "acc_at_cov95": "selective accuracy of the ceil(0.95 N) most confident samples (crossing tie group included)",
+    "cov_at_acc95": "largest coverage k/N at a tie-group end whose selective accuracy is >= 95 % (0 if none)",
+    "cov_at_acc99": "largest coverage k/N at a tie-group end whose selective accuracy is >= 99 % (0 if none)",
+    "auroc": "macro one-vs-rest ROC AUC of the class probabilities over the classes with both positives and "
+             "negatives (K = 2: the AUC of p_1); ties count 1/2; as sklearn roc_auc_score(multi_class='ovr', "
+             "average='macro') when every class is present",
+    "auroc_correct": "ROC AUC of the confidence as a predictor of correctness (ties count 1/2)",
 }
 
 Bins = Union[int, str]

@@ -13,19 +13,25 @@ from typing import Mapping
 import numpy as np
 
 from . import smoothing
+from .selective import selective_metrics
 from .metrics import SampleStats, binned_metrics, equal_width_table, per_class_accuracy, wilson_interval
 
 
 def compute_part(stats: SampleStats, classwise_sums: Mapping[int, np.ndarray], part: tuple) -> dict:
     """``{"values": {metric: float}, ...}`` plus the part's extras (curve statistics, per-class arrays, the bin
-    table with Wilson intervals). ``classwise_sums[B]`` is the (K, B) class-wise bin sums of these samples."""
+    table with Wilson intervals). ``classwise_sums[B]`` is the (K, B) class-wise bin sums of these samples.
+
+    Every metric but ``auroc``, which needs the class probabilities rather than these per-sample vectors: the
+    engine counts it while scoring (:mod:`calibview.core.auroc`; :func:`calibview.core.auroc.auroc` for an
+    in-memory subset)."""
     s = stats
     if part[0] == "common":
         smece, sigma = smoothing.smece(s.conf, s.correct)
         acc, count = per_class_accuracy(s)
         return {"values": {"accuracy": float(s.correct.mean()), "nll": float(s.nll.mean()),
                            "brier": float(s.brier.mean()),
-                           "brier_top": float(((s.conf - s.correct) ** 2).mean()), "smece": float(smece)},
+                           "brier_top": float(((s.conf - s.correct) ** 2).mean()), "smece": float(smece),
+                           **selective_metrics(s.conf, s.correct)},
                 "sigma": float(sigma), "curve_stats": smoothing.bin_stats(s.conf, s.correct, s.brier),
                 "per_class_accuracy": acc, "per_class_count": count}
     if part[0] == "binned":

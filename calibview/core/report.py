@@ -259,11 +259,14 @@ def write_report(evaluations: Sequence[Evaluation], out_dir: str | os.PathLike) 
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise CalibviewError(f"--out {out} exists and is not a directory; give a directory to write into.")
-    firsts = [group[0] for group in _run_groups(evaluations)]
+    # one entry per fitted calibrator: the evaluations of several eval splits (domains) share the fits
+    firsts: dict[tuple, Evaluation] = {}
+    for g in _run_groups(evaluations):
+        firsts.setdefault((g[0].run.file, g[0].run.name, g[0].request.fit_split), g[0])
     ranking_rows, messages = rankings(evaluations)
     paths = [out / "metrics.csv", out / "curves.csv", out / "calibrators.json", out / "ranking.csv"]
     atomic_write(paths[0], metrics_csv(metrics_rows(evaluations)))
     atomic_write(paths[1], curves_csv(evaluations))
-    atomic_write(paths[2], calibrators_json(firsts))
+    atomic_write(paths[2], calibrators_json(list(firsts.values())))
     atomic_write(paths[3], ranking_csv(ranking_rows))
     return paths, messages

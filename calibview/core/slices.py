@@ -31,6 +31,7 @@ from typing import Optional
 import numpy as np
 import torch
 
+from . import auroc as au
 from . import logits as lg
 from . import shards, stream
 from .bootstrap import ClasswiseBootstrap, ResampleBlock, Resampler, SampleBootstrap, mixed_classes, \
@@ -172,13 +173,18 @@ def evaluate_slices(engine, req: EvalRequest, by: str, *, slice_bins: int = 4, m
     every = (whole,) + slices
     active = [s for s in every if s.n >= min_slice or s.name is None] if req.n_boot else []
     report(progress, 0.4, "class-wise sums of the slices")
-    cw, notes = _classwise(req, run, info, fitted, scored, slices, b, counts, units, min_slice, device, cancel,
-                           _span(progress, 0.4, 0.6))
+    cw, notes, aurocs = _classwise(req, run, info, fitted, scored, slices, b, counts, units, min_slice, device,
+                                   cancel, _span(progress, 0.4, 0.6))
     notes = list(dict.fromkeys([n for sc in scored.values() for n in sc.notes] + notes))   # the whole split's
     stats = {(nm, s.key): _subset(sc.stats, s, cw.get((nm, s.key), (sc.classwise_sums.get(b), None))[0], b)
              for nm, sc in scored.items() for s in every}
     parts = [("common",), ("binned", b), ("kernel", req.bandwidth, req.kernel)]
     values = {key: _points(st, b, parts) for key, st in stats.items()}
+    for nm, sc in scored.items():          # auroc needs the probabilities: counted in the class-wise pass
+        values[(nm, whole.key)]["auroc"] = sc.auroc
+        for s in slices:
+            if (nm, s.key) in aurocs and values[(nm, s.key)]:
+                values[(nm, s.key)]["auroc"] = aurocs[(nm, s.key)][0]
     thin = [s for s in slices if min_slice <= s.n < PER_BIN * b]
     if thin:
         notes.append(f"{len(thin)} slice(s) have fewer than {PER_BIN} samples per bin ({PER_BIN * b} for {b} bins): "
@@ -201,6 +207,9 @@ def evaluate_slices(engine, req: EvalRequest, by: str, *, slice_bins: int = 4, m
             dist = sc.classwise_dist.get(b) if s.name is None else cw.get((nm, s.key), (None, None))[1]
             if dist is not None:
                 d["classwise_ece"] = dist
+            dist = sc.auroc_dist if s.name is None else aurocs.get((nm, s.key), (None, None))[1]
+            if dist is not None:
+                d["auroc"] = dist
     records = [_record(req, run, by, nm, s, values, dists, k, b, min_slice) for nm in scored for s in every]
     report(progress, 1.0, "done")
     return SliceEvaluation(request=req, run=run, column=by, slices=slices, records=tuple(records), small=small,
@@ -249,23 +258,27 @@ def _points(stats: SampleStats, b: int, parts: list) -> dict:
 
 
 def _classwise(req, run, info, fitted, scored, slices, b, counts, units, min_slice, device, cancel, progress):
-    """({(calibrator, slice key): ((K, B) class-wise sums, (R,) class-wise ECE resamples or None)}, notes).
+    """({(calibrator, slice key): ((K, B) class-wise sums, (R,) class-wise ECE resamples or None)}, notes,
+    {(calibrator, slice key): (auroc, (R,) auroc resamples or None)}).
 
-    In memory: per slice, its own rows only (gathered chunk by chunk), through the engine's accumulators. Streamed:
-    one pass over the disk for every slice's sums, no intervals."""
+    In memory: per slice, its own rows only (gathered chunk by chunk), through the engine's accumulators, and a
+    second pass over the same chunks for the slice's AUROC (calibview.core.auroc; its interval within the same
+    work budget as the whole split's). Streamed: one pass over the disk for every slice's sums, no intervals,
+    no per-slice AUROC."""
     k, names = run.k, list(scored)
     out: dict = {}
     if stream.memory_bytes(info) > (req.max_memory or stream.DEFAULT_MAX_MEMORY):
         split = stream.StreamedSplit(req.file, run, req.eval_split, device=device, chunk_rows=req.chunk_rows)
         try:
-            sums = _streamed_sums(split, fitted, names, slices, b, k, device, cancel)
+            sums, aurocs = _streamed_sums(split, fitted, names, slices, b, k, device, cancel)
         finally:
             split.close()
         for nm in names:
             for i, s in enumerate(slices):
                 out[(nm, s.key)] = (sums[nm][i], None)
-        note = "no class-wise ECE interval per slice: the split is streamed from disk" if req.n_boot else None
-        return out, [note] if note else []
+        note = ("no class-wise ECE or AUROC interval per slice: the split is streamed from disk" if req.n_boot
+                else None)
+        return out, [note] if note else [], aurocs
     source = shards if shards.is_pattern(req.file) else lg
     data = source.read_split(req.file, run, req.eval_split, chunk_rows=req.chunk_rows, cancel=cancel)
     scores, labels = scores_tensor(data, device), torch.from_numpy(data.labels).to(device)
@@ -273,6 +286,8 @@ def _classwise(req, run, info, fitted, scored, slices, b, counts, units, min_sli
     if req.n_boot and counts is None:
         notes.append("no class-wise ECE interval per slice: the resamples do not fit in memory")
     step = chunk_rows(k)
+    aurocs: dict = {}
+    boot_auroc = bool(req.n_boot) and counts is not None and au.boot_note(req.n_boot, info.n, k) is None
     for i, nm in enumerate(names):
         for j, s in enumerate(slices):
             check_cancel(cancel)
@@ -287,20 +302,47 @@ def _classwise(req, run, info, fitted, scored, slices, b, counts, units, min_sli
                 cwb = ClasswiseBootstrap(sub_counts, k, units=sub_units, device=device,
                                          columns=cols if cols is not None and len(cols) < k // 2 else None)
             rows = torch.from_numpy(s.rows).to(device)
+            pos = torch.empty(s.n, dtype=torch.float64, device=device)
+
+            def consume(start, lp, p, y, pos=pos, cwb=cwb):
+                pos[start:start + p.shape[0]] = au.positives(p, y)
+                if cwb is not None:
+                    cwb.add(start, lp, p, y)
+
             with torch.inference_mode():
                 for a in range(0, s.n, step):
                     r = rows[a:a + step]
-                    acc.add(a, fitted[nm].apply(scores.index_select(0, r)), labels[r],
-                            cwb.add if cwb is not None else None)
+                    acc.add(a, fitted[nm].apply(scores.index_select(0, r)), labels[r], consume)
+                if s.n:
+                    aurocs[(nm, s.key)] = _slice_auroc(fitted[nm], scores, labels, rows, pos, k, step,
+                                                       counts, units, boot_auroc and s.n >= min_slice)
             sums = acc.classwise_sums(b) if s.n else np.zeros((k, b))
             out[(nm, s.key)] = (sums, cwb.distribution(acc, b, totals) if cwb is not None else None)
             if cwb is not None:
                 cwb.release()
-    return out, notes
+    return out, notes, aurocs
 
 
-def _streamed_sums(split, fitted, names, slices, b, k, device, cancel) -> dict:
-    """{calibrator: (S, K, B) class-wise sums of every slice} in one pass over a streamed split."""
+def _slice_auroc(fitted, scores, labels, rows, pos, k, step, counts, units, boot):
+    """(auroc, resamples or None) of one slice: the counting pass over the slice's chunks (the same chunks as the
+    scoring pass, so the same bits), and within the budget the slice's restricted resamples."""
+    y = labels[rows].cpu().numpy()
+    counter = au.AurocCounter(y, pos, k)
+    kept = torch.empty((rows.numel(), k), dtype=torch.float64) if boot else None
+    for a in range(0, rows.numel(), step):
+        p = fitted.apply(scores.index_select(0, rows[a:a + step])).exp()
+        counter.add(p)
+        if kept is not None:
+            kept[a:a + p.shape[0]] = p.cpu()
+    if kept is None:
+        return counter.value(), None
+    sub_counts, sub_units, _ = _restrict(counts, units, rows.cpu().numpy())
+    return counter.value(), au.resampled_auroc(kept.numpy(), y, sub_counts, sub_units)
+
+
+def _streamed_sums(split, fitted, names, slices, b, k, device, cancel) -> tuple[dict, dict]:
+    """({calibrator: (S, K, B) class-wise sums of every slice} in one pass over a streamed split, {(calibrator,
+    slice key): (auroc, None)} from a second pass that counts against the positives kept in the first)."""
     code = np.empty(split.shape[0], dtype=np.int64)
     for i, s in enumerate(slices):
         code[s.rows] = i
@@ -308,16 +350,31 @@ def _streamed_sums(split, fitted, names, slices, b, k, device, cancel) -> dict:
     edges = torch.from_numpy(np.linspace(0.0, 1.0, b + 1)).to(device)
     sums = {nm: torch.zeros(len(slices) * k * b, dtype=torch.float64, device=device) for nm in names}
     cls = torch.arange(k, device=device)[None, :]
+    pos = {nm: torch.empty(split.shape[0], dtype=torch.float64, device=device) for nm in names}
     with torch.inference_mode():
         for start, z, y in split.chunks():
             check_cancel(cancel)
             c = code_t[start:start + z.shape[0]]
             for nm in names:
                 p = fitted[nm].apply(z).exp()
+                pos[nm][start:start + z.shape[0]] = au.positives(p, y)
                 col = (torch.searchsorted(edges, p, side="left") - 1).clamp_(0, b - 1)
                 p[torch.arange(p.shape[0], device=device), y] -= 1.0
                 sums[nm].index_add_(0, ((c[:, None] * k + cls) * b + col).reshape(-1), p.reshape(-1))
-    return {nm: v.view(len(slices), k, b).cpu().numpy() for nm, v in sums.items()}
+        labels = split.labels.cpu().numpy()
+        rows = {s.key: torch.from_numpy(s.rows).to(device) for s in slices if s.n}
+        counters = {(nm, s.key): au.AurocCounter(labels[s.rows], pos[nm][rows[s.key]], k)
+                    for nm in names for s in slices if s.n}
+        for start, z, y in split.chunks():
+            check_cancel(cancel)
+            c = code_t[start:start + z.shape[0]]
+            present = torch.unique(c).tolist()
+            for nm in names:
+                p = fitted[nm].apply(z).exp()
+                for i in present:
+                    counters[(nm, slices[i].key)].add(p[c == i])
+    aurocs = {key: (counter.value(), None) for key, counter in counters.items()}
+    return {nm: v.view(len(slices), k, b).cpu().numpy() for nm, v in sums.items()}, aurocs
 
 
 def _restrict(counts: torch.Tensor, units: Optional[torch.Tensor], rows: np.ndarray):

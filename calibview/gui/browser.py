@@ -32,9 +32,16 @@ class Browser(QtWidgets.QWidget):
         self.eval_combo.setToolTip("Split every metric is computed on")
         self.fit_combo.activated.connect(self._on_combo_activated)
         self.eval_combo.activated.connect(self._on_combo_activated)
+        # Domains: further eval splits scored with the same fitted calibrators, drawn side by side.
+        self.compare_list = QtWidgets.QListWidget()
+        self.compare_list.setToolTip("Also evaluate the same fitted calibrators on these splits (e.g. a deployment "
+                                     "split): one diagram per split side by side, a row per split in the table")
+        self.compare_list.setAlternatingRowColors(False)
+        self.compare_list.itemChanged.connect(self._on_compare_item_changed)
         form = QtWidgets.QFormLayout()
         form.addRow("Fit on", self.fit_combo)
         form.addRow("Evaluate on", self.eval_combo)
+        form.addRow("Compare on", self.compare_list)
         layout = QtWidgets.QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addWidget(self.tree, 1)
@@ -89,7 +96,33 @@ class Browser(QtWidgets.QWidget):
             self.eval_combo.setCurrentText(self.session.eval_split or names[-1])
             self.fit_combo.addItems(names + [NO_FIT])
             self.fit_combo.setCurrentText(self.session.fit_split or NO_FIT)
+        self._fill_compare_list(run)
         self._updating = False
+
+    def _fill_compare_list(self, run) -> None:
+        self.compare_list.clear()
+        names = [s.name for s in run.splits] if run is not None else []
+        for name in names:
+            if name == self.session.eval_split:
+                continue
+            item = QtWidgets.QListWidgetItem(name)
+            item.setFlags(item.flags() | QtCore.Qt.ItemIsUserCheckable)
+            item.setCheckState(QtCore.Qt.Checked if name in self.session.compare_splits else QtCore.Qt.Unchecked)
+            if name == self.session.fit_split:
+                item.setToolTip("The calibrators' fit split: in-sample numbers")
+            self.compare_list.addItem(item)
+        rows = max(1, self.compare_list.count())
+        self.compare_list.setFixedHeight(min(rows, 4) * (self.compare_list.sizeHintForRow(0) or 18) + 6)
+        self.compare_list.setEnabled(self.compare_list.count() > 0)
+
+    def compare_checked(self) -> list[str]:
+        return [self.compare_list.item(i).text() for i in range(self.compare_list.count())
+                if self.compare_list.item(i).checkState() == QtCore.Qt.Checked]
+
+    def _on_compare_item_changed(self, _item) -> None:
+        if self._updating or self.session.run is None:
+            return
+        self.session.set_compare_splits(self.compare_checked())
 
     def _on_tree_selection_changed(self) -> None:
         if self._updating:
@@ -106,7 +139,8 @@ class Browser(QtWidgets.QWidget):
         if self._updating or self.session.run is None:
             return
         fit = self.fit_combo.currentText()
-        self.session.set_splits(None if fit == NO_FIT else fit, self.eval_combo.currentText())
+        self.session.set_splits(None if fit == NO_FIT else fit, self.eval_combo.currentText(),
+                                self.compare_checked())
 
     def _on_tree_context_menu(self, pos) -> None:
         item = self.tree.itemAt(pos)

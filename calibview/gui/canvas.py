@@ -207,6 +207,7 @@ class CalibrationCanvas(QtWidgets.QWidget):
         self._kernel = "gaussian"
         self._computed_at: Optional[tuple] = None      # (bandwidth, kernel) of the results' CAL
         self._legend_stale = False
+        self._compact = False
         self._show_bins = False
         self._title = ""
         self._readout = ""
@@ -365,6 +366,19 @@ class CalibrationCanvas(QtWidgets.QWidget):
         self._update_title()
         self._update_legend()
 
+    def set_compact(self, on: bool, minimum: tuple[int, int] = (320, 260)) -> None:
+        """Side by side with other splits' diagrams: a legend with ECE only, and ``minimum`` the smallest size."""
+        self._view.setMinimumSize(int(minimum[0]), int(minimum[1]))
+        if bool(on) != self._compact:
+            self._compact = bool(on)
+            self._update_title()
+            self._update_legend()
+
+    @property
+    def accuracy_plot(self) -> pg.PlotItem:
+        """The upper plot (accuracy against confidence), for overlays drawn by other views (gui.slices)."""
+        return self._top
+
     @property
     def theme(self) -> str:
         return self._theme.name
@@ -462,10 +476,16 @@ class CalibrationCanvas(QtWidgets.QWidget):
     def _update_title(self) -> None:
         t = self._theme
         kern = _KERNEL_NAMES.get(self._kernel, self._kernel)
-        sub = f"{kern} kernel, h = {self._bandwidth:.3g}"
+        sub = "" if self._compact else f"{kern} kernel, h = {self._bandwidth:.3g}"     # compact: in the bar above
         head = f"<b>{html.escape(self._title)}</b>&nbsp;&nbsp;&nbsp;" if self._title else ""
         self._title_item.setText(f"<span style='color:{t.foreground}'>{head}</span>"
                                  f"<span style='color:{t.muted}'>{html.escape(sub)}</span>", size=f"{_FONT_PT}pt")
+        # LabelItem makes the text's width its minimum, which widens the whole layout past a narrow view (the plots
+        # then run off its right edge): a long title is cut instead, and the layout put back into the view.
+        self._title_item.setMinimumWidth(0)
+        view, ci = self._view, self._view.ci
+        if ci.geometry().width() > view.width():
+            ci.setGeometry(QtCore.QRectF(0, 0, view.width(), view.height()))
 
     def _cal_stale(self) -> bool:
         at = self._computed_at
@@ -479,6 +499,16 @@ class CalibrationCanvas(QtWidgets.QWidget):
             return
         cell = "style='padding: 1px 5px 1px 5px'"
         num = "style='padding: 1px 5px 1px 5px' align='right'"
+        if self._compact:            # side by side with other splits: ECE only (the table has the rest)
+            # short names (the Shown list pairs them with labels and colours), so the legend fits a narrow plot
+            rows = [f"<tr style='color:{t.muted}'><td></td><td {cell}></td><td {num}>ECE</td></tr>"]
+            rows += [f"<tr><td {cell}><span style='color:{themed_color(s.color, t.name)}; font-weight:bold'>"
+                     f"&#9473;&#9473;</span></td><td {cell}>{html.escape(s.name)}</td>"
+                     f"<td {num}>{_fmt(s.result.metrics, 'ece', 100, 2, '%')}</td></tr>" for s in shown]
+            self._legend.setHtml(f"<table cellspacing='0' style='color:{t.foreground}; font-size:{_FONT_PT - 1}pt'>"
+                                 + "".join(rows) + "</table>")
+            self._legend.show()
+            return
         rows = [f"<tr style='color:{t.muted}'><td></td><td {cell}></td><td {num}>ECE</td><td {num}>CAL</td>"
                 f"<td {num}>TOT</td></tr>"]
         stale = self._legend_stale = self._cal_stale()

@@ -17,8 +17,11 @@ from calibview.core.safe_io import refuse_overwriting_inputs
 from calibview.gui.browser import Browser
 from calibview.gui.calibrators import CalibratorPanel
 from calibview.gui.canvas import CalibrationCanvas
+from calibview.gui.decisions import DecisionsView
+from calibview.gui.domains import DomainCanvases
 from calibview.gui.metrics_table import MetricsTable
 from calibview.gui.session import Session
+from calibview.gui.slices import SliceOverlay, SlicesView
 
 H_MIN, H_MAX, SLIDER_STEPS = 0.005, 0.5, 1000
 H5_SUFFIXES = (".h5", ".hdf5", ".hdf", ".he5")
@@ -163,7 +166,8 @@ class MainWindow(QtWidgets.QMainWindow):
         col.setContentsMargins(0, 0, 0, 0)
         col.setSpacing(0)
         col.addWidget(self.bandwidth_bar)
-        col.addWidget(self.canvas, 1)
+        self.domains = DomainCanvases(self.canvas)          # one diagram per eval split, side by side
+        col.addWidget(self.domains, 1)
         self.setCentralWidget(central)
         self.browser = Browser(self.session)
         self.panel = CalibratorPanel(self.session)
@@ -171,6 +175,16 @@ class MainWindow(QtWidgets.QMainWindow):
         self.browser_dock = self._dock("Browser", self.browser, QtCore.Qt.LeftDockWidgetArea)
         self.panel_dock = self._dock("Calibrators", self.panel, QtCore.Qt.RightDockWidgetArea)
         self.table_dock = self._dock("Metrics", self.table, QtCore.Qt.BottomDockWidgetArea)
+        self.slices_view = SlicesView(self.session)
+        self.table.tabs.addTab(self.slices_view, "Slices")
+        self.slice_overlay = SliceOverlay(self.canvas.accuracy_plot)
+        self.slices_view.overlay_changed.connect(self._update_slice_overlay)
+        self.decisions = DecisionsView(self.session)
+        self.decisions_dock = self._dock("Decisions", self.decisions, QtCore.Qt.BottomDockWidgetArea)
+        self.tabifyDockWidget(self.table_dock, self.decisions_dock)
+        self.table_dock.raise_()
+        # computed only while someone looks (a tab behind Metrics is not looked at)
+        self.decisions_dock.visibilityChanged.connect(self.session.want_decisions)
         self._build_status_bar()
         self._build_actions()
         self.last_error: Optional[tuple[str, str]] = None
@@ -182,8 +196,8 @@ class MainWindow(QtWidgets.QMainWindow):
         self.session.busy_changed.connect(self._on_session_busy_changed)
         self.session.error_occurred.connect(self._on_session_error_occurred)
         self.session.selection_changed.connect(self._update_title)
-        self.bandwidth_bar.show_bins.toggled.connect(self.canvas.set_show_bins)
-        self.canvas.hover_changed.connect(self.hover_label.setText)
+        self.bandwidth_bar.show_bins.toggled.connect(self.domains.set_show_bins)
+        self.domains.hover_changed.connect(self.hover_label.setText)
         self.resize(1400, 900)
         self._restore_layout()
         self.set_theme(self.settings.value("theme", "light"))
@@ -256,7 +270,7 @@ class MainWindow(QtWidgets.QMainWindow):
             group.addAction(act)
             self.theme_actions[name] = act
         v.addSeparator()
-        for dock in (self.browser_dock, self.panel_dock, self.table_dock):
+        for dock in (self.browser_dock, self.panel_dock, self.table_dock, self.decisions_dock):
             v.addAction(dock.toggleViewAction())
         h = mb.addMenu("&Help")
         self._action(h, "&Metric definitions", self.show_definitions)
@@ -365,13 +379,13 @@ class MainWindow(QtWidgets.QMainWindow):
         try:
             refuse_overwriting_inputs([path], [ev.run.file])     # an export never replaces the file shown
             if kind == "png":
-                self.canvas.export_png(path, scale=2.0)
+                self.domains.export_png(path, scale=2.0)       # with several eval splits: side by side
             elif kind == "svg":
                 self.canvas.export_svg(path)
             elif kind == "metrics":
                 self.table.export_csv(path)
             elif kind == "curves":
-                report.atomic_write(path, report.curves_csv([ev], self.session.bandwidth, self.session.kernel))
+                report.atomic_write(path, report.curves_csv(self.session.evaluations or [ev], self.session.bandwidth, self.session.kernel))
             else:
                 report.atomic_write(path, report.calibrators_json([ev]))
         except (CalibviewError, OSError) as e:
@@ -383,21 +397,19 @@ class MainWindow(QtWidgets.QMainWindow):
     # --- session reactions -----------------------------------------------------------------------------------
 
     def _on_session_evaluation_changed(self, ev) -> None:
-        self.table.set_evaluation(ev)
+        evs = self.session.evaluations if ev is not None and ev is self.session.evaluation else \
+            ((ev,) if ev is not None else ())
+        self.table.set_evaluations(evs)
+        self.domains.set_evaluations(evs, self.session.bandwidth, self.session.kernel, self.session.visible)
         if ev is None:
-            self.canvas.set_results([])
             return
-        title = f"{ev.run.name} · {ev.request.eval_split} (N = {ev.n_eval:,}, K = {ev.k})"
-        self.canvas.set_results(list(ev.results), title=title,
-                                computed_at=(ev.request.bandwidth, ev.request.kernel))
-        self.canvas.set_bandwidth(self.session.bandwidth, self.session.kernel)
-        self.canvas.set_visible(self.session.visible)
         warnings = [f"{r.label}: {w}" for r in ev.results for w in r.warnings]
         warnings += [f"{r.label}: {c.notice}" for r in ev.results
                      for c in [r.curve(self.session.bandwidth, self.session.kernel)] if c.notice]
-        if ev.request.fit_split == ev.request.eval_split and ev.n_fit:
-            warnings.append(f"Calibrators were fitted and evaluated on the same split ({ev.request.eval_split}): "
-                            "these are in-sample numbers.")
+        for e in evs:
+            if e.request.fit_split == e.request.eval_split and e.n_fit:
+                warnings.append(f"Calibrators were fitted and evaluated on the same split ({e.request.eval_split}): "
+                                "these are in-sample numbers.")
         if ev.pending:
             return                  # the progress text stays until the intervals arrive
         msg = f"Evaluated in {ev.elapsed_s:.1f} s on {ev.device}"
@@ -405,10 +417,17 @@ class MainWindow(QtWidgets.QMainWindow):
         self.progress_label.setToolTip("\n".join(warnings))
 
     def _on_session_bandwidth_changed(self, h: float, kernel: str) -> None:
-        self.canvas.set_bandwidth(h, kernel)
+        self.domains.set_bandwidth(h, kernel)
+        self.slice_overlay.set_bandwidth(h, kernel)
+
+    def _update_slice_overlay(self) -> None:
+        res, name = self.session.slices, self.slices_view.overlay_calibrator()
+        entries = res.curves.get(name, ()) if res is not None and name else ()
+        label = res.labels.get(name, name) if res is not None and name else ""
+        self.slice_overlay.set_slices(entries, self.session.bandwidth, self.session.kernel, label)
 
     def _on_session_visible_changed(self, visible) -> None:
-        self.canvas.set_visible(visible)
+        self.domains.set_visible(visible)
         self.table.set_hidden_calibrators([r.name for r in (self.session.evaluation.results
                                                             if self.session.evaluation else ())
                                            if r.name not in visible])
@@ -427,8 +446,9 @@ class MainWindow(QtWidgets.QMainWindow):
     def _shows_other_selection(self) -> bool:
         """Whether the diagram and table show another run or split than the one being computed."""
         ev, s = self.session.evaluation, self.session
+        shown = tuple(e.request.eval_split for e in s.evaluations)
         return ev is not None and (ev.run != s.run or ev.request.eval_split != s.eval_split
-                                   or ev.request.fit_split != s.fit_split)
+                                   or ev.request.fit_split != s.fit_split or shown != s.eval_splits)
 
     def _set_stale(self, stale: bool) -> None:
         """While the diagram and table still show the previous selection: grey the table out and say so over
@@ -462,7 +482,9 @@ class MainWindow(QtWidgets.QMainWindow):
         name = name if name in ("light", "dark") else "light"
         self.theme = name
         apply_palette(QtWidgets.QApplication.instance(), name)
-        self.canvas.set_theme(name)
+        self.domains.set_theme(name)
+        self.decisions.set_theme(name)
+        self.slice_overlay.set_theme(name)
         self.theme_actions[name].setChecked(True)
         self.settings.setValue("theme", name)
 

@@ -27,10 +27,15 @@ HEADERS = {
     "accuracy": "Acc %", "nll": "NLL", "brier": "Brier", "brier_top": "Brier (top)", "ece": "ECE %",
     "rmsce": "RMSCE %", "mce": "MCE %", "ace": "ACE %", "classwise_ece": "CW-ECE %", "debiased_ece": "dECE %",
     "smece": "smECE %", "cal": "CAL", "tot": "TOT", "sharpness_gap": "Sharp. gap",
+    "aurc": "AURC", "e_aurc": "E-AURC", "acc_at_cov80": "Acc@80 %", "acc_at_cov90": "Acc@90 %",
+    "acc_at_cov95": "Acc@95 %", "cov_at_acc95": "Cov@95 %", "cov_at_acc99": "Cov@99 %", "auroc": "AUROC",
+    "auroc_correct": "AUROC (correct)",
 }
 #: Shown ×100 in the table only; the CSV, the tooltips and Qt.UserRole keep plain fractions.
-PERCENT = frozenset({"accuracy", "ece", "rmsce", "mce", "ace", "classwise_ece", "debiased_ece", "smece"})
-HIGHER_IS_BETTER = frozenset({"accuracy"})
+PERCENT = frozenset({"accuracy", "ece", "rmsce", "mce", "ace", "classwise_ece", "debiased_ece", "smece",
+                     "acc_at_cov80", "acc_at_cov90", "acc_at_cov95", "cov_at_acc95", "cov_at_acc99"})
+HIGHER_IS_BETTER = frozenset({"accuracy", "acc_at_cov80", "acc_at_cov90", "acc_at_cov95", "cov_at_acc95",
+                              "cov_at_acc99", "auroc", "auroc_correct"})
 _RIGHT = Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
 _DISPLAY, _TOOLTIP, _USER = (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.ToolTipRole, Qt.ItemDataRole.UserRole)
 
@@ -56,20 +61,33 @@ def _has_interval(lo: float, hi: float) -> bool:
 
 
 class MetricsTableModel(QtCore.QAbstractTableModel):
-    """One read-only row per calibrator of an Evaluation: its label, then each metric of METRIC_NAMES."""
+    """One read-only row per calibrator of an Evaluation: its label, then each metric of METRIC_NAMES. With the
+    evaluations of several eval splits (domains) a row per calibrator and split, the splits of a calibrator
+    together, and a "Split" column after the calibrator's."""
 
     def __init__(self, parent: Optional[QtCore.QObject] = None):
         super().__init__(parent)
         self._ev: Optional[Evaluation] = None
+        self._evs: tuple[Evaluation, ...] = ()
+        self._rows: list[tuple[Evaluation, CalibratorResult]] = []
+        self._offset = 1                                 # the first metric's column
         self._hidden: frozenset[str] = frozenset()
         self._decimals: dict[str, int] = {}
         self._best: dict[str, frozenset[int]] = {}
 
     # -- content ------------------------------------------------------------------------------------------------
     def set_evaluation(self, evaluation: Optional[Evaluation]) -> None:
+        self.set_evaluations((evaluation,) if evaluation is not None else ())
+
+    def set_evaluations(self, evaluations) -> None:
+        """The evaluations of one run on one or more eval splits (the first is the reference)."""
         self.beginResetModel()
-        self._ev = evaluation
-        results = evaluation.results if evaluation else ()
+        self._evs = tuple(evaluations)
+        self._ev = self._evs[0] if self._evs else None
+        self._offset = 2 if len(self._evs) > 1 else 1
+        self._rows = [(ev, r) for r0 in (self._ev.results if self._ev else ()) for ev in self._evs
+                      for r in ev.results if r.name == r0.name]
+        results = [r for _, r in self._rows]
         self._decimals = {m: _decimals(r.metrics[m].value * (100 if m in PERCENT else 1) for r in results)
                           for m in METRIC_NAMES}
         self._update_best()
@@ -78,13 +96,19 @@ class MetricsTableModel(QtCore.QAbstractTableModel):
     def evaluation(self) -> Optional[Evaluation]:
         return self._ev
 
-    def result(self, row: int) -> CalibratorResult:
-        return self._ev.results[row]
+    def evaluations(self) -> tuple[Evaluation, ...]:
+        return self._evs
 
-    def row_of(self, name: Optional[str]) -> int:
-        """Source row of calibrator ``name``, -1 when absent."""
-        for i, r in enumerate(self._ev.results if self._ev else ()):
-            if r.name == name:
+    def result(self, row: int) -> CalibratorResult:
+        return self._rows[row][1]
+
+    def evaluation_of(self, row: int) -> Evaluation:
+        return self._rows[row][0]
+
+    def row_of(self, name: Optional[str], split: Optional[str] = None) -> int:
+        """Source row of calibrator ``name`` (on eval split ``split``, else its first), -1 when absent."""
+        for i, (ev, r) in enumerate(self._rows):
+            if r.name == name and split in (None, ev.request.eval_split):
                 return i
         return -1
 
@@ -96,30 +120,35 @@ class MetricsTableModel(QtCore.QAbstractTableModel):
                                   [Qt.ItemDataRole.FontRole])
 
     def is_hidden(self, row: int) -> bool:
-        return self._ev is not None and self._ev.results[row].name in self._hidden
+        return self._ev is not None and self._rows[row][1].name in self._hidden
 
-    @staticmethod
-    def metric_of(column: int) -> Optional[str]:
-        return METRIC_NAMES[column - 1] if 1 <= column <= len(METRIC_NAMES) else None
+    def metric_of(self, column: int) -> Optional[str]:
+        i = column - self._offset
+        return METRIC_NAMES[i] if 0 <= i < len(METRIC_NAMES) else None
+
+    def is_split_column(self, column: int) -> bool:
+        return self._offset == 2 and column == 1
 
     def _update_best(self) -> None:
         """Rows holding the best finite value of each column among the visible rows; none when all tie."""
         self._best = {}
-        rows = [i for i in range(self.rowCount()) if not self.is_hidden(i)]
-        for m in METRIC_NAMES:
-            vals = {i: self._ev.results[i].metrics[m].value for i in rows}
-            finite = [v for v in vals.values() if math.isfinite(v)]
-            if len(rows) < 2 or not finite or (len(finite) == len(rows) and min(finite) == max(finite)):
-                continue
-            best = max(finite) if m in HIGHER_IS_BETTER else min(finite)
-            self._best[m] = frozenset(i for i, v in vals.items() if v == best)
+        for ev in self._evs:                 # best within each split: domains are not competitors
+            rows = [i for i in range(self.rowCount()) if not self.is_hidden(i) and self._rows[i][0] is ev]
+            for m in METRIC_NAMES:
+                vals = {i: self._rows[i][1].metrics[m].value for i in rows}
+                finite = [v for v in vals.values() if math.isfinite(v)]
+                if len(rows) < 2 or not finite or (len(finite) == len(rows) and min(finite) == max(finite)):
+                    continue
+                best = max(finite) if m in HIGHER_IS_BETTER else min(finite)
+                self._best[m] = self._best.get(m, frozenset()) | frozenset(i for i, v in vals.items()
+                                                                            if v == best)
 
     # -- Qt model interface -------------------------------------------------------------------------------------
     def rowCount(self, parent=QtCore.QModelIndex()) -> int:
-        return 0 if parent.isValid() or self._ev is None else len(self._ev.results)
+        return 0 if parent.isValid() or self._ev is None else len(self._rows)
 
     def columnCount(self, parent=QtCore.QModelIndex()) -> int:
-        return 0 if parent.isValid() else 1 + len(METRIC_NAMES)
+        return 0 if parent.isValid() else self._offset + len(METRIC_NAMES)
 
     def flags(self, index):
         return Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable if index.isValid() else Qt.ItemFlag.NoItemFlags
@@ -128,6 +157,8 @@ class MetricsTableModel(QtCore.QAbstractTableModel):
         if orientation != Qt.Orientation.Horizontal:
             return None
         m = self.metric_of(section)
+        if self.is_split_column(section):
+            return {_DISPLAY: "Split", _TOOLTIP: "Evaluation split (domain); the first is the reference"}.get(role)
         if role == _DISPLAY:
             # Two lines ("ECE" over "%") keep the columns as narrow as their numbers.
             return "\n".join(HEADERS[m].rsplit(" ", 1)) if m else "Calibrator"
@@ -148,7 +179,11 @@ class MetricsTableModel(QtCore.QAbstractTableModel):
     def data(self, index, role=_DISPLAY):
         if not index.isValid() or self._ev is None:
             return None
-        r = self._ev.results[index.row()]
+        ev, r = self._rows[index.row()]
+        if self.is_split_column(index.column()):
+            split = ev.request.eval_split
+            return {_DISPLAY: split, _USER: split, SORT_ROLE: self._evs.index(ev),
+                    _TOOLTIP: f"{split}: N = {ev.n_eval:,}"}.get(role)
         m = self.metric_of(index.column())
         if m is None:
             return self._calibrator_data(r, index.row(), role)
@@ -158,7 +193,7 @@ class MetricsTableModel(QtCore.QAbstractTableModel):
         if role in (_DISPLAY, VALUE_TEXT_ROLE, INTERVAL_TEXT_ROLE):
             value = _num(est.value * scale, d)
             if not _has_interval(est.lo, est.hi):
-                if self._ev.pending and self._ev.request.n_boot:
+                if ev.pending and ev.request.n_boot:
                     # intervals are on their way (progressive results): say so rather than show none
                     return "pending…" if role == INTERVAL_TEXT_ROLE else value if role == VALUE_TEXT_ROLE else \
                         f"{value} [pending]"
@@ -434,6 +469,7 @@ class MetricsTable(QtWidgets.QWidget):
     def __init__(self, parent: Optional[QtWidgets.QWidget] = None):
         super().__init__(parent)
         self._selected: Optional[str] = None
+        self._per_class_ev: Optional[Evaluation] = None      # the evaluation (split) of the current row
         self._quiet = False
         self.metrics_model = MetricsTableModel(self)
         self.metrics_proxy = _NumericSortProxy(self)
@@ -462,6 +498,7 @@ class MetricsTable(QtWidgets.QWidget):
         for title, view, caption in (("Metrics", self.metrics_view, self._metrics_caption),
                                      ("Per class", self.per_class_view, self._per_class_caption)):
             caption.setTextFormat(Qt.TextFormat.PlainText)
+            caption.setWordWrap(True)            # a long caption (several splits) must not widen the window
             caption.setForegroundRole(QtGui.QPalette.ColorRole.PlaceholderText)
             page = QtWidgets.QWidget()
             lay = QtWidgets.QVBoxLayout(page)
@@ -479,9 +516,13 @@ class MetricsTable(QtWidgets.QWidget):
     # -- public API ---------------------------------------------------------------------------------------------
     def set_evaluation(self, evaluation: Optional[Evaluation]) -> None:
         """Show ``evaluation`` (None clears both tabs); keeps the selected calibrator when it is still there."""
+        self.set_evaluations((evaluation,) if evaluation is not None else ())
+
+    def set_evaluations(self, evaluations) -> None:
+        """Show the evaluations of one run on several eval splits (domains; the first is the reference)."""
         self._quiet = True           # the reset clears the current row; announce only the final selection
         try:
-            self.metrics_model.set_evaluation(evaluation)
+            self.metrics_model.set_evaluations(evaluations)
             self._fit_columns()
             self._update_metrics_caption()
             if not self._select(self._selected):
@@ -522,8 +563,7 @@ class MetricsTable(QtWidgets.QWidget):
 
     def csv_text(self) -> str:
         """Exactly the CLI's metrics.csv for this evaluation: every calibrator, requested order, full precision."""
-        ev = self.evaluation()
-        return metrics_csv(metrics_rows([ev] if ev else []))
+        return metrics_csv(metrics_rows(self.metrics_model.evaluations()))
 
     def export_csv(self, path) -> None:
         """Write :meth:`csv_text` atomically; raises CalibviewError with a one-sentence message on failure."""
@@ -534,7 +574,7 @@ class MetricsTable(QtWidgets.QWidget):
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
         w.writerow(["model", "dataset", "split", "calibrator", "class", "class_name", "count", "accuracy", "ece"])
-        ev, m = self.evaluation(), self.per_class_model
+        ev, m = self._per_class_ev, self.per_class_model
         if ev is not None and m.result() is not None:
             fmt = lambda x: "" if math.isnan(x) else repr(x)
             for k in range(m.rowCount()):
@@ -582,7 +622,9 @@ class MetricsTable(QtWidgets.QWidget):
         index = self.metrics_view.selectionModel().currentIndex()
         result = None
         if index.isValid():
-            result = self.metrics_model.result(self.metrics_proxy.mapToSource(index).row())
+            row = self.metrics_proxy.mapToSource(index).row()
+            result = self.metrics_model.result(row)
+            self._per_class_ev = self.metrics_model.evaluation_of(row)
         if result is not self.per_class_model.result():
             ev = self.evaluation()
             self.per_class_model.set_result(result, ev.run.class_names if ev and result else None)
@@ -604,11 +646,17 @@ class MetricsTable(QtWidgets.QWidget):
         fit = f", fitted on {req.fit_split} (N = {ev.n_fit:,})" if ev.n_fit else ""
         boot = (f"below each value its {req.level * 100:g} % bootstrap interval ({req.n_boot:,} resamples)"
                 if req.n_boot else "no bootstrap intervals (0 resamples)")
+        evs = self.metrics_model.evaluations()
+        if len(evs) > 1:
+            splits = ", ".join(f"{e.request.eval_split} (N = {e.n_eval:,})" for e in evs)
+            self._metrics_caption.setText(f"{ev.run.name} · splits {splits}, K = {ev.k}{fit} · {boot} · "
+                                          "bold: best in column per split")
+            return
         self._metrics_caption.setText(f"{ev.run.name} · {req.eval_split} split, N = {ev.n_eval:,}, K = {ev.k}"
                                       f"{fit} · {boot} · bold: best in column")
 
     def _update_per_class_caption(self) -> None:
-        r, ev = self.per_class_model.result(), self.evaluation()
+        r, ev = self.per_class_model.result(), self._per_class_ev
         if r is None or ev is None:
             self._per_class_caption.setText("Select a calibrator in the Metrics tab.")
             return

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Optional
 
@@ -34,8 +35,12 @@ class Session(QtCore.QObject):
     error_occurred = QtCore.Signal(str, str)            # title, one-sentence message
     bandwidth_changed = QtCore.Signal(float, str)       # bandwidth, kernel: curves only, never the worker
     visible_changed = QtCore.Signal(object)             # frozenset of shown calibrator names
+    decisions_changed = QtCore.Signal(object)           # gui.decision_data.Decisions or None
+    slices_changed = QtCore.Signal(object)              # gui.worker.SliceResult or None
 
     _request = QtCore.Signal(int, object, object)       # to the worker thread (queued)
+    _decide = QtCore.Signal(int, object, object)        # to the worker thread (queued)
+    _slice = QtCore.Signal(int, object, object, object)  # to the worker thread (queued)
 
     def __init__(self, parent: Optional[QtCore.QObject] = None) -> None:
         super().__init__(parent)
@@ -43,6 +48,7 @@ class Session(QtCore.QObject):
         self.run: Optional[lg.RunInfo] = None
         self.fit_split: Optional[str] = None
         self.eval_split: Optional[str] = None
+        self.compare_splits: tuple[str, ...] = ()    # further eval splits (domains), after eval_split
         self.calibrators: tuple[str, ...] = DEFAULT_CALIBRATORS
         self.bins: int | str = 15
         self.n_boot = 1000
@@ -51,9 +57,23 @@ class Session(QtCore.QObject):
         self.device = "auto"
         self.options: tuple = ()                      # per-calibrator options, as EvalRequest.options
         self.evaluation: Optional[Evaluation] = None
+        self.evaluations: tuple[Evaluation, ...] = ()   # one per eval split; evaluations[0] is evaluation
         self.visible: frozenset[str] = frozenset()
         self._hidden: set[str] = set()              # calibrators the user hid (kept across evaluations)
         self.generation = 0
+        # The Decisions view's data: asked for only while that view is shown, for one eval split
+        self.decisions = None
+        self.decisions_split: Optional[str] = None      # None: the evaluation split
+        self._decisions_wanted = False
+        self._decisions_gen = 0
+        self._decisions_key: Optional[tuple] = None
+        self._decisions_cancel: Optional[threading.Event] = None
+        # Slices of the evaluation split by a metadata column (or "class"), for the Slices tab and the overlay
+        self.slice_by: Optional[str] = None
+        self.slices = None
+        self._slices_gen = 0
+        self._slices_key: Optional[tuple] = None
+        self._slices_cancel: Optional[threading.Event] = None
         self._cancel: Optional[threading.Event] = None
         self._busy = False
         self._thread = QtCore.QThread()
@@ -66,6 +86,10 @@ class Session(QtCore.QObject):
         self._worker.finished.connect(self._on_worker_finished, QtCore.Qt.QueuedConnection)
         self._worker.failed.connect(self._on_worker_failed, QtCore.Qt.QueuedConnection)
         self._worker.cancelled.connect(self._on_worker_cancelled, QtCore.Qt.QueuedConnection)
+        self._decide.connect(self._worker.decide, QtCore.Qt.QueuedConnection)
+        self._slice.connect(self._worker.slice, QtCore.Qt.QueuedConnection)
+        self._worker.sliced.connect(self._on_worker_sliced, QtCore.Qt.QueuedConnection)
+        self._worker.decided.connect(self._on_worker_decided, QtCore.Qt.QueuedConnection)
         self._thread.start()
 
     # --- files and selection ---------------------------------------------------------------------------------
@@ -102,16 +126,34 @@ class Session(QtCore.QObject):
         run = lg.find_run(self.files[path], run_name)
         self.run = run
         self.fit_split, self.eval_split = default_splits(run)
+        self.compare_splits = ()
+        self.slice_by = None                     # columns belong to a split of this run
+        self._clear_slices()
         self.selection_changed.emit()
         if evaluate:
             self.evaluate()
 
-    def set_splits(self, fit_split: Optional[str], eval_split: str) -> None:
-        if (fit_split, eval_split) == (self.fit_split, self.eval_split):
+    def set_splits(self, fit_split: Optional[str], eval_split: str, compare=None) -> None:
+        """The fit split, the evaluation split and (optionally) the further eval splits to compare with."""
+        compare = self.compare_splits if compare is None else tuple(dict.fromkeys(compare))
+        compare = tuple(c for c in compare if c != eval_split)
+        if (fit_split, eval_split, compare) == (self.fit_split, self.eval_split, self.compare_splits):
             return
-        self.fit_split, self.eval_split = fit_split, eval_split
+        self.fit_split, self.eval_split, self.compare_splits = fit_split, eval_split, compare
+        if self.slice_by not in (None, "class") and self.slice_by not in self.run.split(eval_split).meta:
+            self.slice_by = None                 # that split has no such column
+            self._clear_slices()
         self.selection_changed.emit()
         self.evaluate()
+
+    def set_compare_splits(self, names) -> None:
+        """Evaluate the same fitted calibrators on these splits too (domains), shown side by side."""
+        if self.eval_split is not None:
+            self.set_splits(self.fit_split, self.eval_split, tuple(names))
+
+    @property
+    def eval_splits(self) -> tuple[str, ...]:
+        return ((self.eval_split,) if self.eval_split else ()) + self.compare_splits
 
     # --- settings --------------------------------------------------------------------------------------------
 
@@ -151,13 +193,26 @@ class Session(QtCore.QObject):
                            bandwidth=self.bandwidth, kernel=self.kernel, device=self.device,
                            options=tuple(o for o in self.options if o[0] in names))
 
-    def evaluate(self, request: Optional[EvalRequest] = None) -> int:
-        """Start an evaluation (a newer one supersedes a running one); returns its generation (0: nothing to do)."""
-        request = request or self.build_request()
+    def build_requests(self) -> tuple[EvalRequest, ...]:
+        """One request per eval split (domains), the same fits; () when there is nothing to evaluate."""
+        first = self.build_request()
+        if first is None:
+            return ()
+        return (first,) + tuple(replace(first, eval_split=s) for s in self.compare_splits)
+
+    def evaluate(self, request=None) -> int:
+        """Start an evaluation (a newer one supersedes a running one); returns its generation (0: nothing to do).
+        ``request``: an EvalRequest, a tuple of them (domains), or None for the session's own."""
+        if request is None:
+            requests = self.build_requests()
+            request = requests[0] if len(requests) == 1 else (requests or None)
         if request is None:
             return 0
         if self._cancel is not None:
             self._cancel.set()                    # the running one stops at its next check
+        if self._slices_cancel is not None:       # the slices of the old evaluation: asked again when it is done
+            self._slices_cancel.set()
+            self._slices_cancel, self._slices_key = None, None
         self.generation += 1
         self._cancel = threading.Event()
         self._set_busy(True)
@@ -168,6 +223,99 @@ class Session(QtCore.QObject):
     def cancel(self) -> None:
         if self._cancel is not None:
             self._cancel.set()
+
+    # --- slices ---------------------------------------------------------------------------------------------------
+
+    def set_slice_by(self, column: Optional[str]) -> None:
+        """Slice the evaluation split by a metadata column, or "class" (None: no slices)."""
+        self.slice_by = column
+        if column is None:
+            self._clear_slices()
+        else:
+            self._request_slices()
+
+    def _clear_slices(self) -> None:
+        if self._slices_cancel is not None:
+            self._slices_cancel.set()
+        self._slices_key = None
+        if self.slices is not None:
+            self.slices = None
+            self.slices_changed.emit(None)
+
+    def _request_slices(self) -> None:
+        ev = self.evaluation
+        if self.slice_by is None or ev is None or ev.pending:
+            return
+        req = ev.request
+        key = (req, self.slice_by)
+        if key == self._slices_key:
+            return
+        self._slices_key = key
+        if self._slices_cancel is not None:
+            self._slices_cancel.set()
+        self._slices_gen += 1
+        self._slices_cancel = threading.Event()
+        if self.slices is not None:
+            self.slices = None
+            self.slices_changed.emit(None)
+        self._slice.emit(self._slices_gen, req, self.slice_by, self._slices_cancel)
+
+    def _on_worker_sliced(self, generation: int, result) -> None:
+        if generation != self._slices_gen:
+            return
+        self._slices_cancel = None
+        if isinstance(result, str):
+            self._slices_key = None
+            self.error_occurred.emit("Slices failed", result)
+            return
+        self.slices = result
+        self.slices_changed.emit(result)
+
+    # --- decisions (risk-coverage, threshold audit) ----------------------------------------------------------
+
+    def want_decisions(self, on: bool) -> None:
+        """The Decisions view is shown (on) or hidden: its data is computed only while someone looks."""
+        self._decisions_wanted = bool(on)
+        if on:
+            self._request_decisions()
+
+    def set_decisions_split(self, name: Optional[str]) -> None:
+        """Which evaluated split the Decisions view audits (None: the evaluation split)."""
+        self.decisions_split = name
+        self._request_decisions()
+
+    def _decisions_request(self) -> Optional[EvalRequest]:
+        if self.evaluation is None or self.evaluation.pending:
+            return None
+        evs = {e.request.eval_split: e for e in self.evaluations}
+        ev = evs.get(self.decisions_split) or self.evaluation
+        return None if ev.pending else ev.request
+
+    def _request_decisions(self) -> None:
+        req = self._decisions_request() if self._decisions_wanted else None
+        if req is None:
+            return
+        # the per-sample vectors depend on the fits and the split, not on bins, bandwidth, kernel or level
+        key = (req.file, req.run, req.fit_split, req.eval_split, req.calibrators, req.options, req.level)
+        if key == self._decisions_key:
+            return
+        self._decisions_key = key
+        if self._decisions_cancel is not None:
+            self._decisions_cancel.set()
+        self._decisions_gen += 1
+        self._decisions_cancel = threading.Event()
+        self._decide.emit(self._decisions_gen, req, self._decisions_cancel)
+
+    def _on_worker_decided(self, generation: int, data) -> None:
+        if generation != self._decisions_gen:
+            return
+        self._decisions_cancel = None
+        if isinstance(data, str):
+            self._decisions_key = None
+            self.error_occurred.emit("Decisions failed", data)
+            return
+        self.decisions = data
+        self.decisions_changed.emit(data)
 
     @property
     def busy(self) -> bool:
@@ -180,6 +328,9 @@ class Session(QtCore.QObject):
         ``timeout_ms`` the join goes on (said once in the log): Qt aborts the process when a QThread is
         destroyed while its thread still runs, which is worse than a late close."""
         self.cancel()
+        for event in (self._decisions_cancel, self._slices_cancel):
+            if event is not None:
+                event.set()
         self._thread.quit()
         if self._thread.wait(timeout_ms):
             return
@@ -193,17 +344,19 @@ class Session(QtCore.QObject):
         if generation == self.generation:
             self.progress_changed.emit(fraction, message)
 
-    def _on_worker_partial(self, generation: int, evaluation: Evaluation) -> None:
+    def _on_worker_partial(self, generation: int, evaluation) -> None:
         """Point estimates and curves as each calibrator is scored (intervals pending); the request runs on."""
         if generation == self.generation and not (self._cancel is not None and self._cancel.is_set()):
             self._set_evaluation(evaluation)
 
-    def _on_worker_finished(self, generation: int, evaluation: Evaluation) -> None:
+    def _on_worker_finished(self, generation: int, evaluation) -> None:
         if generation != self.generation:
             return                                # stale: a newer request superseded it
         self._cancel = None
         self._set_busy(False)
         self._set_evaluation(evaluation)
+        self._request_decisions()
+        self._request_slices()
 
     def _on_worker_failed(self, generation: int, message: str) -> None:
         if generation != self.generation:
@@ -225,8 +378,11 @@ class Session(QtCore.QObject):
         if ev is None or ev.run.file not in self.files:
             return
         req = ev.request
-        if (self.run, self.fit_split, self.eval_split) != (ev.run, req.fit_split, req.eval_split):
+        compare = tuple(e.request.eval_split for e in self.evaluations[1:])
+        if (self.run, self.fit_split, self.eval_split, self.compare_splits) != (ev.run, req.fit_split,
+                                                                                req.eval_split, compare):
             self.run, self.fit_split, self.eval_split = ev.run, req.fit_split, req.eval_split
+            self.compare_splits = compare
             self.selection_changed.emit()
 
     def _set_busy(self, busy: bool) -> None:
@@ -234,7 +390,13 @@ class Session(QtCore.QObject):
             self._busy = busy
             self.busy_changed.emit(busy)
 
-    def _set_evaluation(self, evaluation: Optional[Evaluation]) -> None:
+    def _set_evaluation(self, evaluation) -> None:
+        """An Evaluation, a tuple of them (one per eval split, the first the reference) or None."""
+        if isinstance(evaluation, tuple):
+            self.evaluations = evaluation
+            evaluation = evaluation[0] if evaluation else None
+        else:
+            self.evaluations = (evaluation,) if evaluation is not None else ()
         self.evaluation = evaluation
         if evaluation is not None:
             # Keep the user's show/hide choices for calibrators that are still there; show new ones.
@@ -246,3 +408,6 @@ class Session(QtCore.QObject):
             self.visible = frozenset()
         self.evaluation_changed.emit(evaluation)
         self.visible_changed.emit(self.visible)
+        if evaluation is None and self.decisions is not None:
+            self.decisions, self._decisions_key = None, None
+            self.decisions_changed.emit(None)

@@ -11,6 +11,9 @@ from __future__ import annotations
 import threading
 import time
 import traceback
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Mapping
 
 from PySide6 import QtCore
 
@@ -19,14 +22,43 @@ from calibview.core.errors import Cancelled, CalibviewError
 from calibview.core.evaluate import EvalRequest
 
 
+@dataclass(frozen=True)
+class SliceResult:
+    evaluation: object              # core.slices.SliceEvaluation
+    curves: Mapping[str, tuple]     # calibrator -> ((slice name, n, smoothing.BinnedStats), ...)
+    labels: Mapping[str, str]       # calibrator -> label
+
+
+def slice_result(engine: Engine, request: EvalRequest, by: str, cancel) -> SliceResult:
+    from calibview.core import smoothing
+    from calibview.core.slices import evaluate_slices
+
+    ev = evaluate_slices(engine, request, by, cancel=cancel)
+    scored = engine.scored(request, cancel=cancel)
+    fitted = engine.fitted(request, cancel=cancel)
+    curves = {}
+    for name, sc in scored.items():
+        st = sc.stats
+        curves[name] = tuple((s.name, s.n, smoothing.bin_stats(st.conf[s.rows], st.correct[s.rows],
+                                                                st.brier[s.rows])) for s in ev.slices if s.n)
+    return SliceResult(ev, MappingProxyType(curves), MappingProxyType({n: f.label for n, f in fitted.items()}))
+
+
 class EvaluationWorker(QtCore.QObject):
     """Lives on a worker thread; ``run`` is invoked through a queued signal from the session."""
 
     progressed = QtCore.Signal(int, float, str)      # generation, fraction, message
-    partial = QtCore.Signal(int, object)             # generation, Evaluation with intervals pending
-    finished = QtCore.Signal(int, object)            # generation, Evaluation
+    # A request is one EvalRequest, or a tuple of them (domains: one per eval split, sharing the fits); its
+    # results are an Evaluation, or a tuple of Evaluations in the same order (a partial one: those done so far,
+    # the last with intervals pending).
+    partial = QtCore.Signal(int, object)             # generation, Evaluation(s) with intervals pending
+    finished = QtCore.Signal(int, object)            # generation, Evaluation(s)
     failed = QtCore.Signal(int, str)                 # generation, one-sentence message
     cancelled = QtCore.Signal(int)                   # generation
+    #: the Decisions view's data (gui.decision_data.Decisions), or a one-sentence message when it failed
+    decided = QtCore.Signal(int, object)             # decisions generation, Decisions or str
+    #: per-slice rows and curves (SliceResult), or a one-sentence message when they failed
+    sliced = QtCore.Signal(int, object)              # slices generation, SliceResult or str
 
     #: Progress is forwarded at most this often (seconds): the GUI needs ~20 updates a second, not thousands.
     progress_interval = 0.05
@@ -36,7 +68,7 @@ class EvaluationWorker(QtCore.QObject):
         self.engine = engine or Engine()
 
     @QtCore.Slot(int, object, object)
-    def run(self, generation: int, request: EvalRequest, cancel: threading.Event) -> None:
+    def run(self, generation: int, request, cancel: threading.Event) -> None:
         if cancel.is_set():
             self.cancelled.emit(generation)
             return
@@ -49,8 +81,11 @@ class EvaluationWorker(QtCore.QObject):
                 self.progressed.emit(generation, fraction, message)
 
         try:
-            result = self.engine.evaluate(request, progress=progress, cancel=cancel,
-                                          on_partial=lambda ev: self.partial.emit(generation, ev))
+            if isinstance(request, EvalRequest):
+                result = self.engine.evaluate(request, progress=progress, cancel=cancel,
+                                              on_partial=lambda ev: self.partial.emit(generation, ev))
+            else:
+                result = self._domains(generation, tuple(request), progress, cancel)
         except Cancelled:
             self.cancelled.emit(generation)
         except CalibviewError as e:
@@ -63,3 +98,55 @@ class EvaluationWorker(QtCore.QObject):
             self.failed.emit(generation, f"Unexpected error ({type(e).__name__}: {e}); please report it.")
         else:
             self.finished.emit(generation, result)
+
+    @QtCore.Slot(int, object, object)
+    def decide(self, generation: int, request: EvalRequest, cancel: threading.Event) -> None:
+        """Per-sample vectors of the request's eval split (Engine.scored: a cache hit after its evaluation), sorted
+        once per calibrator for the threshold slider."""
+        from calibview.gui.decision_data import build_decisions
+
+        if cancel.is_set():
+            return
+        try:
+            scored = self.engine.scored(request, cancel=cancel)
+            fitted = self.engine.fitted(request, cancel=cancel)
+            data = build_decisions(request, scored, {n: f.label for n, f in fitted.items()})
+        except Cancelled:
+            return
+        except CalibviewError as e:
+            self.decided.emit(generation, str(e))
+        except Exception as e:  # a bug: keep the window alive and say what happened
+            traceback.print_exc()
+            self.decided.emit(generation, f"Unexpected error ({type(e).__name__}: {e}); please report it.")
+        else:
+            self.decided.emit(generation, data)
+
+    @QtCore.Slot(int, object, object, object)
+    def slice(self, generation: int, request: EvalRequest, by: str, cancel: threading.Event) -> None:
+        """core.slices.evaluate_slices of the request by column ``by``, and each slice's binned statistics per
+        calibrator (the canvas overlay redraws their curves at any bandwidth)."""
+        if cancel.is_set():
+            return
+        try:
+            result = slice_result(self.engine, request, by, cancel)
+        except Cancelled:
+            return
+        except CalibviewError as e:
+            self.sliced.emit(generation, str(e))
+        except Exception as e:  # a bug: keep the window alive and say what happened
+            traceback.print_exc()
+            self.sliced.emit(generation, f"Unexpected error ({type(e).__name__}: {e}); please report it.")
+        else:
+            self.sliced.emit(generation, result)
+
+    def _domains(self, generation: int, requests: tuple, progress, cancel) -> tuple:
+        """One evaluation per eval split, in order; the engine's cache fits once for all of them."""
+        done: list = []
+        for i, req in enumerate(requests):
+            def part(fraction: float, message: str, i=i, split=req.eval_split) -> None:
+                progress((i + fraction) / len(requests), f"{split}: {message}")
+
+            done.append(self.engine.evaluate(
+                req, progress=part, cancel=cancel,
+                on_partial=lambda ev: self.partial.emit(generation, tuple(done) + (ev,))))
+        return tuple(done)

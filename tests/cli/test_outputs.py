@@ -205,3 +205,30 @@ def test_an_append_through_a_symbolic_link_replaces_its_target(tmp_path):
     assert (tmp_path / "link.h5").is_symlink()
     from calibview.core.logits import list_runs
     assert [r.name for r in list_runs(real)] == ["a/d", "b/d", "c/d"]
+
+
+def test_release_refuses_to_write_over_its_input(tmp_path, capsys):
+    from _release_data import RUN, write_toy
+
+    out = tmp_path / "rel"
+    out.mkdir()
+    toy = write_toy(out / "metrics.csv")                   # the input sits where release writes metrics.csv
+    before = fingerprint(Path(toy))
+    refused(capsys, ["release", str(toy), "--run", RUN, "--eval-split", "deploy", "--no-diagram", "-o", str(out),
+                     "--n-boot", "0", "--device", "cpu", "--quiet"], "metrics.csv", "one of the inputs being read")
+    assert fingerprint(Path(toy)) == before and os.listdir(out) == ["metrics.csv"]
+
+
+def test_drift_refit_refuses_to_replace_its_config(tmp_path, capsys):
+    from _release_data import RUN, write_toy
+
+    toy = write_toy(tmp_path / "toy.h5")
+    rel = tmp_path / "rel"
+    assert main(["release", str(toy), "--run", RUN, "--eval-split", "deploy", "--no-diagram", "-o", str(rel),
+                 "--n-boot", "0", "--device", "cpu", "--quiet"]) == 0
+    config = rel / "inference_config.json"
+    before = fingerprint(config)
+    refused(capsys, ["drift", str(config), str(toy), "--run", RUN, "--split", "deploy", "--refit-out", str(rel),
+                     "--n-boot", "0", "--device", "cpu", "--quiet"], "inference_config.json",
+            "one of the inputs being read")
+    assert fingerprint(config) == before

@@ -21,7 +21,8 @@ from calibview.gui.metrics_table import MetricsTable  # noqa: E402
 
 DISPLAY, USER, TOOLTIP = Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.UserRole, Qt.ItemDataRole.ToolTipRole
 EXPECTED_HEADERS = ["Calibrator", "Acc %", "NLL", "Brier", "Brier (top)", "ECE %", "RMSCE %", "MCE %", "ACE %",
-                    "CW-ECE %", "dECE %", "smECE %", "CAL", "TOT", "Sharp. gap"]
+                    "CW-ECE %", "dECE %", "smECE %", "CAL", "TOT", "Sharp. gap", "AURC", "E-AURC", "Acc@80 %",
+                    "Acc@90 %", "Acc@95 %", "Cov@95 %", "Cov@99 %", "AUROC", "AUROC (correct)"]
 CELL = re.compile(r"^(\S+)(?: \[(\S+), (\S+)\])?$")
 
 

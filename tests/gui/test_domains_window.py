@@ -1,0 +1,122 @@
+"""Domains in the window: tick further eval splits, see one diagram per split and a row per split."""
+
+import csv
+
+import numpy as np
+import pytest
+from PySide6 import QtCore
+
+from calibview.cli import main as cli_main
+from calibview.core.logits import write_run
+from calibview.core.report import metric_columns
+from calibview.gui.main_window import MainWindow
+
+WAIT_MS = 60_000
+
+
+def domains_file(path, n=600, k=5, seed=0):
+    """val and test from one domain; deploy label-shifted (class 0 dominant) and sharper: over-confident."""
+    rng = np.random.default_rng(seed)
+    for split, scale, prior in (("val", 2.0, None), ("test", 2.0, None), ("deploy", 3.5, [0.6] + [0.1] * 4)):
+        y = rng.choice(k, size=n, p=prior)
+        z = rng.normal(size=(n, k))
+        z[np.arange(n), y] += 1.2
+        write_run(path, "net", "toy", split, logits=(scale * z).astype(np.float32), labels=y)
+    return path
+
+
+@pytest.fixture
+def window(qtbot, tmp_path):
+    settings = QtCore.QSettings(str(tmp_path / "settings.ini"), QtCore.QSettings.IniFormat)
+    w = MainWindow(settings=settings)
+    qtbot.addWidget(w)
+    w.session.n_boot = 100
+    w.show()
+    yield w
+    w.close()
+
+
+def _idle(qtbot, w):
+    qtbot.waitUntil(lambda: not w.session.busy and w.session.evaluation is not None, timeout=WAIT_MS)
+
+
+def _check(window, name):
+    lst = window.browser.compare_list
+    for i in range(lst.count()):
+        if lst.item(i).text() == name:
+            lst.item(i).setCheckState(QtCore.Qt.Checked)
+            return
+    raise AssertionError(name)
+
+
+def test_compare_on_a_deploy_split(qtbot, window, tmp_path):
+    path = domains_file(tmp_path / "d.h5")
+    window.open_files([path])
+    _idle(qtbot, window)
+    assert len(window.domains.canvases()) == 1
+    lst = window.browser.compare_list
+    assert [lst.item(i).text() for i in range(lst.count())] == ["val", "deploy"]      # not the eval split
+    gen = window.session.generation
+    _check(window, "deploy")
+    qtbot.waitUntil(lambda: window.session.generation > gen and not window.session.busy, timeout=WAIT_MS)
+    evs = window.session.evaluations
+    assert [e.request.eval_split for e in evs] == ["test", "deploy"]
+    assert window.session.eval_splits == ("test", "deploy")
+    # the same fitted calibrator on both splits: fitted by the first, reused (not refitted) by the second
+    assert evs[1].counters.fitted == () and evs[0].result("ts").fitted is evs[1].result("ts").fitted
+    # one diagram per split, each drawing its own split's curve
+    canvases = window.domains.canvases()
+    assert len(canvases) == 2 and all(c.isVisible() for c in canvases)
+    for canvas, ev in zip(canvases, evs):
+        x, y = canvas.drawn_curve("ts")
+        ref = ev.result("ts").curve(window.session.bandwidth)
+        ok = np.isfinite(y)
+        np.testing.assert_array_equal(ref.curve[np.searchsorted(ref.x, x[ok])], y[ok])
+    # the table: a Split column and a row per calibrator x split, calibrators together
+    model = window.table.metrics_proxy
+    assert model.headerData(1, QtCore.Qt.Horizontal) == "Split"
+    rows = [(model.data(model.index(r, 0), QtCore.Qt.UserRole), model.data(model.index(r, 1)))
+            for r in range(model.rowCount())]
+    assert rows == [("none", "test"), ("none", "deploy"), ("ts", "test"), ("ts", "deploy")]
+    # its CSV is the CLI's for --eval-split test,deploy, digit for digit
+    out = tmp_path / "rep"
+    assert cli_main(["report", str(path), "--calibrators", "none,ts", "--eval-split", "test,deploy", "--n-boot",
+                     "100", "--out", str(out), "--quiet", "--no-diagram"]) == 0
+    with open(out / "metrics.csv", newline="") as f:
+        cli = list(csv.DictReader(f))
+    mine = list(csv.DictReader(window.table.csv_text().splitlines()))
+    assert len(mine) == len(cli) == 4
+    for a, b in zip(mine, cli):
+        for col in metric_columns():
+            if col != "calibview_version":
+                assert a[col] == b[col], col
+    # the PNG export holds both diagrams side by side
+    from PySide6 import QtGui
+    png = QtGui.QImage(window.export("png", str(tmp_path / "d.png")))
+    assert png.width() == sum(2 * c.width() for c in canvases) and png.height() == 2 * canvases[0].height()
+    # bandwidth moves redraw every split; hiding a calibrator hides it everywhere
+    window.bandwidth_bar.set_bandwidth(0.1)
+    for canvas, ev in zip(canvases, evs):
+        x, y = canvas.drawn_curve("none")
+        ref = ev.result("none").curve(0.1)
+        ok = np.isfinite(y)
+        np.testing.assert_array_equal(ref.curve[np.searchsorted(ref.x, x[ok])], y[ok])
+    _idle(qtbot, window)
+    # unticking goes back to one diagram
+    gen = window.session.generation
+    lst.item(1).setCheckState(QtCore.Qt.Unchecked)
+    qtbot.waitUntil(lambda: window.session.generation > gen and not window.session.busy, timeout=WAIT_MS)
+    assert len(window.domains.canvases()) == 1 and len(window.session.evaluations) == 1
+    assert window.table.metrics_proxy.headerData(1, QtCore.Qt.Horizontal) != "Split"
+
+
+def test_a_new_run_starts_without_compare_splits(qtbot, window, tmp_path, demo_file):
+    path = domains_file(tmp_path / "d.h5")
+    window.open_files([path])
+    _idle(qtbot, window)
+    _check(window, "deploy")
+    qtbot.waitUntil(lambda: len(window.session.evaluations) == 2 and not window.session.busy, timeout=WAIT_MS)
+    window.open_files([demo_file])
+    qtbot.waitUntil(lambda: window.session.evaluation.run.name == "resnet110-brier/cifar10"
+                    and not window.session.busy, timeout=WAIT_MS)
+    assert window.session.compare_splits == () and len(window.domains.canvases()) == 1
