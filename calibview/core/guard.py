@@ -139,7 +139,12 @@ def check_dataset(ds: h5py.Dataset, file: str, scores: bool = False) -> None:
     stores (``scores``: the logits/probs ratio rule); one sentence naming the dataset and both sizes."""
     name = ds.name
     if ds.is_virtual:
-        for source in {s.file_name for s in ds.virtual_sources()}:
+        try:
+            sources = {s.file_name for s in ds.virtual_sources()}
+        except (RuntimeError, OSError, ValueError, TypeError) as e:   # e.g. an unlimited mapping of an empty shape
+            raise CalibviewError(f"{file}: {name} is a virtual dataset whose sources cannot be listed "
+                                 f"({' '.join(str(e).split()).rstrip('.')}), so it is not read.") from None
+        for source in sources:
             if not _allowed(source, file):
                 shown = file if source == "." else source
                 raise _refuse_link(file, name, "a virtual dataset reading", shown)

@@ -178,6 +178,19 @@ def test_zip_bomb_in_npz(tmp_path):
     assert not out.exists()
 
 
+def test_a_virtual_dataset_whose_sources_cannot_be_listed(tmp_path, fifo):
+    """Found by the fuzzer: h5py raises RuntimeError listing an unlimited mapping of a (1, 0) shape."""
+    path = tmp_path / "empty_vds.h5"
+    f, g = split_group(path, n=1, scores=False)
+    u = h5py.h5s.UNLIMITED
+    layout = h5py.VirtualLayout(shape=(1, 0), maxshape=(None, 0), dtype="f2")
+    layout[0:u, :] = h5py.VirtualSource(str(fifo), "/data", shape=(1, 0), maxshape=(None, 0), dtype="f2")[0:u, :]
+    g.create_virtual_dataset("logits", layout)
+    f.close()
+    with pytest.raises(CalibviewError, match="virtual dataset whose sources cannot be listed"):
+        list_runs(path)
+
+
 def test_a_soft_link_loop_is_one_sentence(tmp_path):
     path = tmp_path / "loop.h5"
     f, g = split_group(path, scores=False)
