@@ -265,3 +265,28 @@ def test_the_command_line_policy_ends_with_the_command(tmp_path):
     assert guard.policy() == guard.Policy()
     with pytest.raises(CalibviewError):
         list_runs(path)
+
+
+def test_allow_sparse_overrides_the_ratio_rule(tmp_path, monkeypatch):
+    monkeypatch.setattr(guard, "SIZE_LIMIT", 1 << 20)      # the rule at a small scale, same code path
+    path = tmp_path / "zeros.h5"
+    with h5py.File(path, "w") as f:
+        g = f.create_group("m/d/test")
+        g.create_dataset("logits", data=np.zeros((1 << 16, 10), np.float32), chunks=(4096, 10), compression="gzip")
+        g["labels"] = np.zeros(1 << 16, np.int64)
+    with pytest.raises(CalibviewError, match=r"/m/d/test/logits declares 2.5 MB of scores but stores only"):
+        list_runs(path)
+    with guard.using(allow_sparse=True):
+        assert read_split(path, "m/d", "test").scores.shape == (1 << 16, 10)
+
+
+def test_allow_sparse_overrides_the_npz_rule(tmp_path, monkeypatch):
+    monkeypatch.setattr(guard, "SIZE_LIMIT", 1 << 20)
+    src = tmp_path / "zeros.npz"
+    np.savez_compressed(src, logits=np.zeros((1 << 16, 10), np.float32), labels=np.zeros(1 << 16, np.int64))
+    with pytest.raises(CalibviewError, match=r"the array logits declares 2.5 MB but stores only"):
+        import_arrays(src, tmp_path / "a.h5")
+    assert not (tmp_path / "a.h5").exists()
+    with guard.using(allow_sparse=True):
+        (run,) = import_arrays(src, tmp_path / "b.h5")
+    assert run.splits[0].n == 1 << 16
