@@ -437,7 +437,9 @@ def _load_calibrator(path: str, run, use: Optional[str], allow_other_run: bool =
     from .core import calibrators as calib
     from .core import calibrator_file
 
-    obj = calibrator_file.load_json(path)      # a missing, binary or HDF5 file is one sentence naming it
+    obj = calibrator_file.load_json(           # a missing, binary or HDF5 file is one sentence naming it
+        path, "a calibrators JSON or inference config",
+        "give the calibrators.json of calibview report or the inference_config.json of calibview release")
     if isinstance(obj, dict) and "schema" in obj and obj["schema"] != calibrator_file.SCHEMA:
         from .core import release as rel       # an inference config of calibview release
 

@@ -17,25 +17,24 @@ SCHEMA = "calibview.calibrators/1"
 _HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 
 
-def load_json(path: str) -> Any:
-    """The JSON in ``path``; a missing file, an HDF5 or other binary file, or bad JSON is one sentence."""
+def load_json(path: str, what: str = "a calibrators JSON",
+              hint: str = "give the calibrators.json written by calibview report") -> Any:
+    """The JSON in ``path``; a missing file, an HDF5 or other binary file, or bad JSON is one sentence naming it
+    (``what`` the file should have been, ``hint`` what to give instead)."""
     try:
         with open(path, "rb") as f:
             raw = f.read()
     except OSError as e:
         raise CalibviewError(f"Cannot read {path}: {e.strerror or e}.") from None
     if raw.startswith(_HDF5_SIGNATURE) or raw[512:520] == _HDF5_SIGNATURE:
-        raise CalibviewError(f"{path} is an HDF5 file, not a calibrators JSON; give the calibrators.json written "
-                             f"by calibview report (the order is: apply CALIBRATORS.json FILE.h5).")
+        raise CalibviewError(f"{path} is an HDF5 file, not {what}; {hint} (check the order of the arguments).")
     try:
         return json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:
-        raise CalibviewError(f"{path} is a binary file, not a calibrators JSON; give the calibrators.json written "
-                             f"by calibview report.") from None
+        raise CalibviewError(f"{path} is a binary file, not {what}; {hint}.") from None
     except (json.JSONDecodeError, RecursionError) as e:
         line = f" (line {e.lineno})" if isinstance(e, json.JSONDecodeError) else ""
-        raise CalibviewError(f"{path} is not valid JSON{line}: give a calibrators.json written by calibview "
-                             f"report.") from None
+        raise CalibviewError(f"{path} is not valid JSON{line}; {hint}.") from None
 
 
 def _schema_warnings(path: str, records: Sequence[Mapping]) -> list[str]:

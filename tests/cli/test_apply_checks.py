@@ -101,7 +101,16 @@ def test_not_a_calibrators_json_is_one_sentence_naming_the_file(tmp_path, fitted
 def test_the_hdf5_file_given_as_the_json(tmp_path, fitted, capsys):
     data, _ = fitted
     assert apply(data, data, "a/d", tmp_path / "o.h5") == 2
-    assert "is an HDF5 file, not a calibrators JSON" in last_error(capsys)
+    assert "is an HDF5 file, not a calibrators JSON or inference config" in last_error(capsys)
+
+
+@pytest.mark.parametrize("command", ["check", "drift"])
+def test_the_hdf5_file_given_as_the_inference_config(tmp_path, fitted, capsys, command):
+    data, _ = fitted
+    extra = ["--run", "a/d", "--split", "test"] if command == "drift" else []
+    assert main([command, str(data), str(data), *extra, "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "is an HDF5 file, not an inference config" in err and "codec" not in err
 
 
 def separable(path: Path) -> Path:
