@@ -12,6 +12,7 @@ from calibview.core import report
 from calibview.core.demo import demo_path
 from calibview.core import calibrators as calib
 from calibview.core.errors import CalibviewError
+from calibview.core.safe_io import refuse_overwriting_inputs
 from calibview.gui.bandwidth_bar import (H_MAX, H_MIN, BandwidthBar, bandwidth_to_slider,  # noqa: F401 (API)
                                          slider_to_bandwidth)
 from calibview.gui.browser import Browser
@@ -257,6 +258,7 @@ class MainWindow(QtWidgets.QMainWindow):
                 return None
             self.settings.setValue("last_dir", str(Path(path).parent))
         try:
+            refuse_overwriting_inputs([path], [ev.run.file])     # an export never replaces the file shown
             if kind == "png":
                 self.domains.export_png(path, scale=2.0)       # with several eval splits: side by side
             elif kind == "svg":
