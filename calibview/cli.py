@@ -7,6 +7,7 @@ it is a terminal.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import logging
 import sys
@@ -72,12 +73,22 @@ def _add_eval_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kernel", default="gaussian",
                    help="gaussian or epanechnikov (default gaussian); a list is an ablation: gaussian,epanechnikov")
     p.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples per interval (0: none)")
-    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed, 0 or more (default 0)")
     p.add_argument("--level", type=float, default=0.95, help="interval level (default 0.95)")
     p.add_argument("--device", default="auto", help="cpu, cuda or auto (default: auto)")
     p.add_argument("--max-memory", default="2G", metavar="SIZE",
                    help="a split larger than this in memory is streamed from disk in chunks (default 2G)")
     add_log_options(p)
+    add_input_options(p)
+
+
+def add_input_options(p: argparse.ArgumentParser) -> None:
+    """What an untrusted input may do (calibview.core.guard): every command that reads a logits file takes these."""
+    p.add_argument("--allow-external", action="append", default=[], metavar="PATH",
+                   help="let the input's external links, external storage or virtual datasets read this file "
+                        "(repeatable; only the files named)")
+    p.add_argument("--allow-sparse", action="store_true",
+                   help="read datasets whose chunks were never written or that inflate over 200x (over 256 MB)")
 
 
 def _float_list(text: str, what: str) -> list[float]:
@@ -160,6 +171,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", "-o", required=True, help="output directory")
     p.add_argument("--no-diagram", action="store_true", help="skip diagram.png (it needs Qt, drawn offscreen)")
     _add_figure_options(p)
+    p.add_argument("--force", action="store_true",
+                   help="write into a non-empty --out that holds no earlier report's manifest.json")
     from .core.report_selective import add_report_options
     add_report_options(p)          # --audit, --target-precision: selective.csv, audit.csv, thresholds.csv
     from .commands._compare import add_compare_options
@@ -171,6 +184,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("runs", help="list the runs and splits in a file (metadata only)")
     p.add_argument("file", nargs="?", help="HDF5 logits file (default: the bundled demo)")
+    add_input_options(p)
 
     p = sub.add_parser("apply", help="apply a fitted calibrator (JSON) to a split and write its probabilities")
     p.add_argument("calibrator", help="calibrators.json of a report, one calibrator's JSON, or the "
@@ -184,6 +198,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--out", required=True, help="HDF5 file to write (appended to if it exists)")
     p.add_argument("--model", default=None, help="model name in the output (default: MODEL+CALIBRATOR)")
     p.add_argument("--overwrite", action="store_true", help="replace the split if OUT already has it")
+    p.add_argument("--allow-other-run", action="store_true",
+                   help="apply a calibrator fitted on another run (a warning; K and class names must match)")
+    add_input_options(p)
 
     p = sub.add_parser("import", help="convert .npz, .npy pairs or .pt logits into a calibview HDF5 file")
     p.add_argument("src", help="source file (.npz, .npy, .pt, .pth)")
@@ -192,6 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dataset", default=None)
     p.add_argument("--split", default=None)
     p.add_argument("--overwrite", action="store_true", help="replace splits that OUT already has")
+    add_input_options(p)
 
     for name, module in commands.modules().items():
         module.add_arguments(sub.add_parser(name, help=module.HELP))
@@ -322,6 +340,7 @@ def _evaluate_all(args, engine=None) -> list:
 def _cmd_report(args) -> int:
     from .core.engine import Engine
     from .core.report import write_report
+    from .core.report_folder import ReportFolder
     from .core.report_selective import check_target, parse_thresholds, write_selective
 
     from .commands import _compare
@@ -330,27 +349,31 @@ def _cmd_report(args) -> int:
     check_target(args.target_precision)
     _compare.prepare(args, _requests)         # refuses runs that cannot be compared before any work
     figure = None if args.no_diagram else _figure_options(args)
+    inputs = [args.shards or args.file or str(demo_path())]
+    settings = {k: v for k, v in vars(args).items() if k not in ("out", "log_level", "quiet", "force")}
+    folder = ReportFolder(args.out, inputs=inputs, settings=settings, force=args.force)   # refused before any work
     engine = Engine()
     evaluations = _evaluate_all(args, engine)
-    paths, messages = write_report(evaluations, args.out)
-    more, notes = write_selective(engine, evaluations, args.out, audit, args.target_precision)
-    paths += more
+    with folder:                          # written into a staging folder, moved into --out when complete
+        _, messages = write_report(evaluations, folder.dir)
+        _, notes = write_selective(engine, evaluations, folder.dir, audit, args.target_precision)
+        if len({ev.request.eval_split for ev in evaluations}) > 1:
+            _write_domains(evaluations, engine, folder.dir)
+        if args.compare:
+            _compare.write_compare(engine, evaluations, args, folder.dir, figure)
+        firsts = _first_settings(evaluations)
+        if not args.no_diagram:
+            _write_diagrams(firsts, folder.dir, figure)
     for note in notes:
         print(f"calibview: {note}", file=sys.stderr)
-    if len({ev.request.eval_split for ev in evaluations}) > 1:
-        paths.append(_write_domains(evaluations, engine, Path(args.out)))
-    if args.compare:
-        paths += _compare.write_compare(engine, evaluations, args, Path(args.out), figure)
-    for message in messages:
+    for message in messages + folder.notes:
         logging.getLogger("calibview").warning(f"note: {message}")
-    firsts = _first_settings(evaluations)
-    if not args.no_diagram:
-        paths += _write_diagrams(firsts, Path(args.out), figure)
     for ev in firsts:
+        _log_calibrator_warnings(ev)
         print(_summary_line(ev))
     for line in _compare.summary(Path(args.out) / "compare.csv") if args.compare else []:
         print(line)
-    print("wrote " + ", ".join(str(p) for p in paths))
+    print("wrote " + ", ".join(str(p) for p in folder.written))
     return 0
 
 
@@ -409,6 +432,13 @@ def _write_diagrams(evaluations, out: Path, figure=None) -> list[Path]:
     return paths
 
 
+def _log_calibrator_warnings(ev) -> None:
+    """The fitted calibrators' warnings on stderr (report and metrics alike; --quiet silences them)."""
+    for r in ev.results:
+        for w in r.warnings:
+            logging.getLogger("calibview").warning(f"warning: {ev.run.name} {r.name}: {w}")
+
+
 def _summary_line(ev) -> str:
     parts = []
     for r in ev.results:
@@ -416,8 +446,6 @@ def _summary_line(ev) -> str:
         moved = f" (arg-max moved on {100 * r.argmax_changed:.1f}%)" if r.argmax_changed else ""
         parts.append(f"{r.name}: err {100 * (1 - m['accuracy'].value):.2f}% ECE {100 * m['ece'].value:.2f}% "
                      f"NLL {m['nll'].value:.4g}{moved}")
-        for w in r.warnings:
-            logging.getLogger("calibview").warning(f"warning: {ev.run.name} {r.name}: {w}")
     return f"{ev.run.name} [{ev.request.eval_split}, N={ev.n_eval}, K={ev.k}] " + "; ".join(parts)
 
 
@@ -425,6 +453,8 @@ def _cmd_metrics(args) -> int:
     from .core.report import metrics_json, metrics_rows
 
     evaluations = _evaluate_all(args)
+    for ev in _first_settings(evaluations):
+        _log_calibrator_warnings(ev)
     rows = metrics_rows(evaluations)
     if args.json:
         sys.stdout.write(metrics_json(rows))
@@ -459,53 +489,31 @@ def _cmd_runs(args) -> int:
     return 0
 
 
-def _load_calibrator(path: str, run_name: str, use: Optional[str]):
-    """One calibrator from a JSON file: a single calibrator, a report's list (picked by run and name), or a verified
-    inference config (its run must be ``run_name``)."""
-    import json
-
+def _load_calibrator(path: str, run, use: Optional[str], allow_other_run: bool = False):
+    """One calibrator from a JSON file: a single calibrator, a report's list (picked by run and name; the schema,
+    run, K and class names are checked by calibview.core.calibrator_file), or a verified inference config (its run
+    must be ``run``)."""
     from .core import calibrators as calib
+    from .core import calibrator_file
 
-    try:
-        with open(path, encoding="utf-8") as f:
-            obj = json.load(f)
-    except OSError as e:
-        raise CalibviewError(f"Cannot read {path}: {e.strerror or e}.") from None
-    except json.JSONDecodeError as e:
-        raise CalibviewError(f"{path} is not valid JSON (line {e.lineno}): give a calibrators.json written by "
-                             "calibview report.") from None
-    if isinstance(obj, dict) and "schema" in obj:         # an inference config of calibview release
-        from .core import release as rel
+    obj = calibrator_file.load_json(           # a missing, binary or HDF5 file is one sentence naming it
+        path, "a calibrators JSON or inference config",
+        "give the calibrators.json of calibview report or the inference_config.json of calibview release")
+    if isinstance(obj, dict) and "schema" in obj and obj["schema"] != calibrator_file.SCHEMA:
+        from .core import release as rel       # an inference config of calibview release
 
         config = rel.verify_config(obj, path)
-        if rel.run_name(config) != run_name:
-            raise CalibviewError(f"{path} was released for run {rel.run_name(config)}, not {run_name}; apply it to "
+        if rel.run_name(config) != run.name:
+            raise CalibviewError(f"{path} was released for run {rel.run_name(config)}, not {run.name}; apply it to "
                                  "the run of the same model.")
         return rel.calibrator_of(config)
-    if isinstance(obj, dict):
-        return calib.from_json(obj)
-    if not isinstance(obj, list):
-        raise CalibviewError(f"{path} is not a calibview calibrator file.")
-    entries = [e for e in obj if isinstance(e, dict)]
-    runs = sorted({str(e.get("run")) for e in entries})
-    for_run = [e for e in entries if e.get("run") == run_name]
-    if not for_run:
-        if len(runs) != 1:
-            raise CalibviewError(f"{path} has no calibrator fitted on run {run_name} (it has runs: "
-                                 f"{', '.join(runs)}); pass one of those with --run, or export one calibrator.")
-        for_run = entries         # one run in the file: apply its calibrators to this run (same K is checked)
-    names = sorted({str(e.get("calibrator")) for e in for_run})
-    if use:
-        chosen = [e for e in for_run if e.get("calibrator") == use]
-        if not chosen:
-            raise CalibviewError(f"{path} has no calibrator named {use!r} for run {for_run[0].get('run')}; "
-                                 f"available: {', '.join(names)}.")
-    else:
-        chosen = [e for e in for_run if e.get("method") != "none"]
-        if len(chosen) != 1:
-            raise CalibviewError(f"{path} holds {len(chosen)} fitted calibrators for run {for_run[0].get('run')}; "
-                                 f"pick one with --use (available: {', '.join(names)}).")
-    return calib.from_json(chosen[0])
+    record, warnings = calibrator_file.choose(path, obj, run, use, allow_other_run=allow_other_run)
+    for w in warnings:
+        logging.getLogger("calibview").warning(f"warning: {w}")
+    try:
+        return calib.from_json(record)
+    except CalibviewError as e:
+        raise CalibviewError(f"{path}: {str(e)[0].lower()}{str(e)[1:]}") from None
 
 
 def _cmd_apply(args) -> int:
@@ -516,8 +524,11 @@ def _cmd_apply(args) -> int:
     from .core.evaluate import scores_tensor
     from .core.metrics import chunk_rows
 
+    from .core.safe_io import refuse_overwriting_inputs
+
+    refuse_overwriting_inputs([args.out], [args.file, args.calibrator])
     run = lg.find_run(args.file, args.run)
-    fitted = _load_calibrator(args.calibrator, run.name, args.use)
+    fitted = _load_calibrator(args.calibrator, run, args.use, args.allow_other_run)
     data = lg.read_split(args.file, run, args.split)
     if data.scores.shape[1] != fitted.k:
         raise CalibviewError(f"The calibrator in {args.calibrator} was fitted on K = {fitted.k} classes but "
@@ -550,10 +561,25 @@ COMMANDS = {"report": _cmd_report, "metrics": _cmd_metrics, "runs": _cmd_runs, "
             "import": _cmd_import, **{name: module.run for name, module in commands.modules().items()}}
 
 
+def opens_window(argv: Sequence[str]) -> bool:
+    """Whether ``calibview ARGV`` opens the window: no argument, an option first (``--run R``, Qt's ``-style``) or
+    something that names a file (it exists, or has a path separator or a suffix: ``f.h5``, ``./logits``). A bare
+    word that is neither a command nor a file (``calibview reprot f.h5``) is a mistyped command, for argparse to
+    refuse with the list of commands, rather than a window with "file does not exist" dialogs for every word."""
+    if not argv:
+        return True
+    first = argv[0]
+    if first in COMMANDS or first in ("-h", "--help", "--version"):
+        return False
+    if first.startswith("-"):
+        return True
+    return Path(first).exists() or "/" in first or "\\" in first or "." in first
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     configure_openmp()              # before anything loads torch (see calibview.startup)
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or (argv[0] not in COMMANDS and argv[0] not in ("-h", "--help", "--version")):
+    if opens_window(argv):
         # `calibview`, `calibview FILE ...` and `calibview --run R --calibrators ts,vs` open the desktop app (the
         # bundled demo when no file is given).
         from .gui.app import main as gui_main
@@ -567,8 +593,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     tune_allocator()                # a process-wide choice, so the program makes it, not the import of the core
     if hasattr(args, "log_level"):
         setup_logging(args)
+    policy = contextlib.nullcontext()
+    if hasattr(args, "allow_external"):     # what the input may do (core.guard), for this command only
+        from .core import guard
+        policy = guard.using(args.allow_external, args.allow_sparse)
     try:
-        return COMMANDS[args.command](args)
+        with policy:
+            return COMMANDS[args.command](args)
     except Cancelled:
         print("calibview: cancelled", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -22,3 +22,25 @@ def shared_data() -> Path:
 @pytest.fixture(scope="session")
 def demo_file() -> Path:
     return calibview.demo_path()
+
+
+# ------------------------------------------------------------------------------ fuzzing (tests/core/test_fuzz.py)
+try:
+    from hypothesis import HealthCheck, settings
+except ImportError:            # the fuzz suite skips itself without hypothesis
+    settings = None
+if settings is not None:
+    _checks = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture]
+    # ci: about 40 s on two shared cores (issue 12 asks for under two minutes); nightly: a long run
+    settings.register_profile("ci", max_examples=1200, deadline=10_000, suppress_health_check=_checks,
+                              print_blob=True)
+    settings.register_profile("nightly", max_examples=20_000, deadline=10_000, suppress_health_check=_checks,
+                              print_blob=True)
+    settings.load_profile(os.environ.get("CALIBVIEW_FUZZ_PROFILE", "ci"))   # --hypothesis-profile overrides
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    stats = config.__dict__.get("calibview_fuzz")
+    if stats:
+        terminalreporter.write_line(f"calibview fuzz: {stats['cases']} cases ({stats['valid']} valid by "
+                                    f"construction), longest case {stats['longest']:.2f} s")

@@ -10,10 +10,12 @@ from ..core.errors import CalibviewError
 
 
 def add_common(p: argparse.ArgumentParser) -> None:
+    from ..cli import add_input_options
     from ..startup import add_log_options
 
     p.add_argument("--device", default="auto", help="cpu, cuda or auto (default: auto)")
     add_log_options(p)
+    add_input_options(p)          # --allow-external, --allow-sparse (calibview.core.guard)
 
 
 def render_png(evaluation, title: str) -> bytes | None:
@@ -40,10 +42,13 @@ def out_dir(path: str) -> Path:
     return out
 
 
-def write_all(out: Path, files: dict) -> list[Path]:
-    """Write every file atomically, after everything was computed (an error before leaves nothing behind)."""
+def write_all(out: Path, files: dict, inputs=()) -> list[Path]:
+    """Write every file atomically, after everything was computed (an error before leaves nothing behind); an
+    output that is one of ``inputs`` (same device and inode) is refused before anything is written."""
     from ..core.report import atomic_write
+    from ..core.safe_io import refuse_overwriting_inputs
 
+    refuse_overwriting_inputs([out / name for name in files], inputs)
     paths = []
     for name, data in files.items():
         atomic_write(out / name, data)

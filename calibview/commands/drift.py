@@ -54,7 +54,7 @@ def run(args) -> int:
     if d.refit is not None:
         new = d.refit.config
         paths = write_all(out, {"inference_config.json": rel.config_text(new),
-                                "metrics.csv": metrics_csv(d.refit.rows)})
+                                "metrics.csv": metrics_csv(d.refit.rows)}, inputs=[args.config, args.file])
         if not args.json:
             m = new["metrics"]
             old = d.refit.shipped.results[0].metrics["ece"]

@@ -63,7 +63,7 @@ def run(args) -> int:
              "per_class.csv": per_class_csv(r.per_class), "report.html": render(r, png)}
     if png:
         files["diagram.png"] = png
-    paths = write_all(out, files)
+    paths = write_all(out, files, inputs=[args.file])
     m = r.config["metrics"]
     t = r.config["thresholds"]
     print(f"{ev.run.name}: {r.name} fitted on {args.fit_split} (N={ev.n_fit}), evaluated on {args.eval_split} "

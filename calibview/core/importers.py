@@ -11,14 +11,17 @@ import contextlib
 import os
 import re
 import zipfile
+import zlib
 from pathlib import Path
 from typing import Mapping, Optional
 
 import numpy as np
 
+from . import guard
 from .errors import CalibviewError, Progress, report
 from .logits import PathLike, RunInfo, list_runs, validate_arrays, write_splits
 from .meta import check_name
+from .safe_io import refuse_overwriting_inputs
 from .meta import validate as validate_meta
 
 SUFFIXES = (".npz", ".npy", ".pt", ".pth")
@@ -41,8 +44,7 @@ def import_arrays(src: PathLike, out: PathLike, *, model: Optional[str] = None, 
     src_path, out_path = Path(os.path.abspath(os.fspath(src))), Path(os.path.abspath(os.fspath(out)))
     if not src_path.is_file():
         raise CalibviewError(f"{src_path}: the file does not exist; check the path.")
-    if src_path == out_path:
-        raise CalibviewError(f"{src_path}: the output file must differ from the input file.")
+    refuse_overwriting_inputs([out_path], [src_path])
     suffix = src_path.suffix.lower()
     report(progress, 0.0, f"Loading {src_path.name}")
     names: dict[str, tuple[str, str]] = {}
@@ -50,6 +52,7 @@ def import_arrays(src: PathLike, out: PathLike, *, model: Optional[str] = None, 
         arrays = _load_npz(src_path)
     elif suffix == ".npy":
         arrays, names = _load_npy_pair(src_path)
+        refuse_overwriting_inputs([out_path], [labels_for_npy(src_path)])
     elif suffix in (".pt", ".pth"):
         arrays = _load_torch(src_path)
     else:
@@ -82,8 +85,30 @@ def _default_model(src: Path) -> str:
     return stem
 
 
+def _check_npz(src: Path) -> None:
+    """Refuse a zip bomb before numpy inflates anything: each wanted member's size (the larger of what the zip
+    and the .npy header declare) against what it stores, by the HDF5 rule (calibview.core.guard)."""
+    with zipfile.ZipFile(src) as z:
+        for info in z.infolist():
+            key = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
+            if not _wanted(key):
+                continue
+            declared = info.file_size
+            with z.open(info) as member:
+                try:
+                    version = np.lib.format.read_magic(member)
+                    read = (np.lib.format.read_array_header_1_0 if version == (1, 0) else
+                            np.lib.format.read_array_header_2_0)
+                    shape, _, dtype = read(member)
+                    declared = max(declared, int(np.prod(shape, dtype=object)) * dtype.itemsize)
+                except (ValueError, TypeError, EOFError, SyntaxError):
+                    pass                     # not a plain .npy: np.load gives its own error
+            guard.check_archive_member(str(src), key, declared, info.compress_size)
+
+
 def _load_npz(src: Path) -> dict[str, np.ndarray]:
     try:
+        _check_npz(src)
         with np.load(src, allow_pickle=False) as z:
             arrays = {key: z[key] for key in z.files if _wanted(key)}
             _require_scores(src, arrays, z.files)
@@ -91,7 +116,7 @@ def _load_npz(src: Path) -> dict[str, np.ndarray]:
     except ValueError as e:  # object arrays need pickle
         raise CalibviewError(f"{src}: an array in this .npz needs pickle to load ({_brief(e)}); store plain "
                              f"numeric arrays.") from None
-    except (OSError, zipfile.BadZipFile, EOFError) as e:
+    except (OSError, zipfile.BadZipFile, EOFError, zlib.error, RuntimeError, NotImplementedError) as e:
         raise CalibviewError(f"{src}: not a readable .npz file ({_brief(e)}).") from None
 
 

@@ -17,7 +17,9 @@ from typing import Iterator, Mapping, Optional, Sequence, Union
 import h5py
 import numpy as np
 
+from . import guard
 from . import meta as md
+from . import safe_io
 from .errors import CalibviewError, Progress, check_cancel, report
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -169,23 +171,31 @@ def _parent(path: str) -> str:
 
 def _split_info(group: h5py.Group, file: str) -> Optional[SplitInfo]:
     """The split this group is, or None if it holds no scores; CalibviewError if its datasets are malformed."""
-    kind = next((k for k in SCORE_KINDS if group.get(k, getclass=True) is h5py.Dataset), None)
+    found = {k: guard.child(group, k, file) for k in SCORE_KINDS}  # never follows a foreign link
+    kind = next((k for k in SCORE_KINDS if isinstance(found.get(k), h5py.Dataset)), None)
     if kind is None:
         return None
-    scores = group[kind]
+    scores = found[kind]
     spath = _join(group.name, kind)
     lpath = _join(group.name, "labels")
-    if not isinstance(group.get("labels"), h5py.Dataset):
+    labels = guard.child(group, "labels", file)
+    if not isinstance(labels, h5py.Dataset):
         raise CalibviewError(
             f"{file}: {spath} has no labels dataset next to it ({lpath} is missing); "
             f"add the (N,) integer class labels."
         )
-    labels = group["labels"]
+    _check_stored(file, scores, labels)
     _check_meta(file, spath, scores.shape, scores.dtype, lpath, labels.shape, labels.dtype, kind)
     name = "all" if group.name == "/" else group.name.rsplit("/", 1)[1]
     n, k = scores.shape
     return SplitInfo(name=name, path=group.name, n=int(n), k=int(k), kind=kind, dtype=str(scores.dtype),
                      meta=_meta_names(group))
+
+
+def _check_stored(file: str, scores: h5py.Dataset, labels: h5py.Dataset) -> None:
+    """No foreign files, no unwritten chunks, no compression bombs (calibview.core.guard), before any read."""
+    guard.check_dataset(scores, file, scores=True)
+    guard.check_dataset(labels, file)
 
 
 def _meta_names(group: h5py.Group) -> tuple[str, ...]:
@@ -412,7 +422,11 @@ def _read_labels(ds: h5py.Dataset, out: np.ndarray, start: int, stop: int, file:
 
 
 def _open_split(f: h5py.File, file: str, info: SplitInfo) -> tuple[h5py.Dataset, h5py.Dataset, np.dtype]:
-    scores, labels = f[info.scores_path], f[info.labels_path]
+    scores, labels = guard.resolve(f, info.scores_path, file), guard.resolve(f, info.labels_path, file)
+    if not (isinstance(scores, h5py.Dataset) and isinstance(labels, h5py.Dataset)):
+        raise CalibviewError(f"{file}: {info.scores_path} or {info.labels_path} is no longer a dataset; the file "
+                             f"changed while it was read.")
+    _check_stored(file, scores, labels)
     _check_meta(file, scores.name, scores.shape, scores.dtype, labels.name, labels.shape, labels.dtype, info.kind)
     out_dtype = _out_dtype(scores.dtype)
     return scores, labels, out_dtype
@@ -463,7 +477,8 @@ def read_meta(path: Optional[PathLike], run: Union[str, RunInfo], split: str, co
             have = ", ".join(info.meta) if info.meta else "none"
             raise CalibviewError(f"{file}: split {info.path} has no metadata column '{column}' (available: {have}); "
                                  f"add it as {_join(info.path, md.META_GROUP)}/{column}.")
-        ds = f[_join(_join(info.path, md.META_GROUP), column)]
+        ds = f[_join(_join(info.path, md.META_GROUP), column)]     # hard links only (_meta_names)
+        guard.check_dataset(ds, file)
         try:
             values = ds[()]
         except (OSError, ValueError, TypeError) as e:
@@ -531,8 +546,8 @@ def write_splits(path: PathLike, model: str, dataset: str, splits: Mapping[str, 
     """Write several splits ``{name: (kind, scores (N, K), labels (N,))}`` of one run, all validated first;
     ``meta={split: {column: (N,) values}}`` adds metadata columns (integers or strings: categories; floats).
 
-    A new file is written to a temporary name and moved into place (atomic); an existing file is appended to in
-    place, and an existing split is replaced only with ``overwrite=True``. ``compression`` is "gzip" (with
+    The file is written to a temporary name (a copy of an existing file, which is appended to) and moved into place
+    only when complete (calibview.core.safe_io.atomic_hdf5); an existing split is replaced only with ``overwrite=True``. ``compression`` is "gzip" (with
     shuffle), "lzf" or None. ``class_names`` (K strings) and ``attrs`` (strings) go on the run group."""
     file = _abspath(path)
     run_path = _run_path(file, model, dataset, list(splits))
@@ -549,29 +564,16 @@ def write_splits(path: PathLike, model: str, dataset: str, splits: Mapping[str, 
                              f"K = {ks[0]} columns.")
     if attrs and "class_names" in attrs:
         raise CalibviewError(f"{file}: pass class names for {run_path} as class_names, not as an attribute.")
-    if os.path.exists(file):
-        if not h5py.is_hdf5(file):
-            raise CalibviewError(f"{file}: the output exists and is not an HDF5 file; refusing to overwrite it.")
-        try:
-            with h5py.File(file, "r+") as f:
+    exists = os.path.exists(file)
+    if exists and not h5py.is_hdf5(file):
+        raise CalibviewError(f"{file}: the output exists and is not an HDF5 file; refusing to overwrite it.")
+    try:           # an existing file is appended to in a copy, renamed into place only when complete
+        with safe_io.atomic_hdf5(file) as tmp, h5py.File(tmp, "r+" if exists else "w", track_order=True) as f:
+            if exists:
                 _check_existing(f, file, run_path, checked, names, ks[0], overwrite)
-                _write_into(f, run_path, checked, names, attrs, compression, columns)
-        except OSError as e:
-            raise CalibviewError(f"{file}: could not write {run_path} ({_oneline(e)}).") from None
-        return
-    directory, base = os.path.split(file)
-    if not os.path.isdir(directory):
-        raise CalibviewError(f"{file}: the output directory does not exist.")
-    tmp = os.path.join(directory, f".{base}.{os.getpid()}.{threading.get_ident()}.tmp")
-    try:
-        with h5py.File(tmp, "w", track_order=True) as f:
             _write_into(f, run_path, checked, names, attrs, compression, columns)
-        os.replace(tmp, file)
     except OSError as e:
         raise CalibviewError(f"{file}: could not write {run_path} ({_oneline(e)}).") from None
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 def _run_path(file: str, model: str, dataset: str, split_names: list[str]) -> str:
@@ -607,18 +609,19 @@ def validate_arrays(file: str, scores_path: str, labels_path: str, kind: str, sc
 
 def _check_existing(f: h5py.File, file: str, run_path: str, checked: dict, names: Optional[tuple[str, ...]],
                     k: int, overwrite: bool) -> None:
-    if run_path not in f:
+    group = guard.resolve(f, run_path, file)
+    if group is None:
         return
-    group = f[run_path]
     if not isinstance(group, h5py.Group):
         raise CalibviewError(f"{file}: {run_path} exists and is not a group; choose another model or dataset name.")
     for name in group:
-        child = group.get(name)
+        child = guard.child(group, name, file)       # the output may be an untrusted file too
         if name in checked and not overwrite:
             raise CalibviewError(f"{file}: {child.name} already exists; pass overwrite=True (--overwrite on the command line) to replace it.")
-        kind = next((s for s in SCORE_KINDS if isinstance(child, h5py.Group) and s in child), None)
-        if kind and name not in checked and child[kind].ndim == 2 and child[kind].shape[1] != k:
-            raise CalibviewError(f"{file}: {child[kind].name} has K = {child[kind].shape[1]} but the new splits of "
+        scores = next((d for d in (guard.child(child, s, file) for s in SCORE_KINDS if isinstance(child, h5py.Group))
+                       if isinstance(d, h5py.Dataset)), None)
+        if scores is not None and name not in checked and scores.ndim == 2 and scores.shape[1] != k:
+            raise CalibviewError(f"{file}: {scores.name} has K = {scores.shape[1]} but the new splits of "
                                  f"{run_path} have K = {k}; a run's splits must share their classes.")
     if names is not None and "class_names" in group.attrs and not overwrite:
         old = tuple(v.decode() if isinstance(v, bytes) else str(v) for v in np.asarray(group.attrs["class_names"]))
@@ -656,13 +659,14 @@ def _write_into(f: h5py.File, run_path: str, checked: dict, names, attrs, compre
                 columns: Optional[Mapping] = None) -> None:
     group = f
     for part in run_path.strip("/").split("/"):
-        group = group[part] if part in group else group.create_group(part, track_order=True)
+        exists = group.get(part, getlink=True) is not None         # a link's existence, without following it
+        group = group[part] if exists else group.create_group(part, track_order=True)
     if names is not None:
         group.attrs["class_names"] = np.array(names, dtype=h5py.string_dtype())
     for key, value in (attrs or {}).items():
         group.attrs[str(key)] = str(value)
     for name, (kind, scores, labels) in checked.items():
-        if name in group:
+        if group.get(name, getlink=True) is not None:
             del group[name]
         split = group.create_group(name, track_order=True)
         _write_dataset(split, kind, scores, compression)

@@ -191,15 +191,10 @@ def has_thresholds(config: Mapping[str, Any]) -> bool:
 
 def load_config(path: str | os.PathLike) -> dict:
     """Read and verify an inference config: schema, keys and ``config_sha256`` (an edited config is refused)."""
-    path = os.fspath(path)
-    try:
-        with open(path, encoding="utf-8") as f:
-            config = json.load(f)
-    except OSError as e:
-        raise CalibviewError(f"Cannot read {path}: {e.strerror or e}.") from None
-    except json.JSONDecodeError as e:
-        raise CalibviewError(f"{path} is not valid JSON (line {e.lineno}); give an inference_config.json written "
-                             f"by calibview release.") from None
+    from .calibrator_file import load_json
+
+    path = os.fspath(path)        # a binary or HDF5 file given as the config is one sentence too
+    config = load_json(path, "an inference config", "give an inference_config.json written by calibview release")
     return verify_config(config, path)
 
 

@@ -13,6 +13,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from .calibrator_file import record_fields
 from .errors import CalibviewError
 from .evaluate import Evaluation
 from .metrics import METRIC_NAMES
@@ -249,8 +250,9 @@ def calibrators_json(evaluations: Iterable[Evaluation]) -> str:
     out = []
     for ev in evaluations:
         for r in ev.results:
-            out.append({"model": ev.run.model, "dataset": ev.run.dataset, "run": ev.run.name,
-                        "calibrator": r.name, "argmax_changed": r.argmax_changed, **r.fitted.to_json()})
+            out.append({**record_fields(ev.run), "model": ev.run.model, "dataset": ev.run.dataset,
+                        "run": ev.run.name, "calibrator": r.name, "argmax_changed": r.argmax_changed,
+                        **r.fitted.to_json()})
     return json.dumps(out, indent=2) + "\n"
 
 

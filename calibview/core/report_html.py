@@ -11,6 +11,7 @@ from typing import Optional
 
 import numpy as np
 
+from . import units
 from .metrics import METRIC_HELP, METRIC_NAMES
 
 TEMPLATES = Path(__file__).resolve().parents[1] / "templates"
@@ -112,8 +113,10 @@ def render(release, diagram_png: Optional[bytes] = None) -> str:
     """The HTML text of the release report."""
     ev, cfg = release.evaluation, release.config
     results = list(ev.results)
-    metrics = [{"name": m, "help": METRIC_HELP.get(m, ""),
-                "cells": [(r.metrics[m].value, (r.metrics[m].lo, r.metrics[m].hi)) for r in results]}
+    # the metrics table reads like the window's (calibview.core.units): unit in the header, fixed precision
+    metrics = [{"name": m, "header": units.header(m), "help": METRIC_HELP.get(m, ""),
+                "cells": [(units.fmt(m, r.metrics[m].value), units.fmt_interval(m, r.metrics[m].lo, r.metrics[m].hi))
+                          for r in results]}
                for m in METRIC_NAMES]
     per_class = sorted(release.per_class, key=lambda r: (r["below_min_slice"], -(r["ece"] if math.isfinite(r["ece"])
                                                                                  else -1.0)))

@@ -53,6 +53,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print("calibview: no display found (DISPLAY is not set); for the report without a window use "
               "`calibview report FILE --out DIR`.", file=sys.stderr)
         return 2
+    from calibview.gui.syslibs import xcb_problem
+
+    problem = xcb_problem()              # Qt would abort with SIGABRT and no package name
+    if problem:
+        print(f"calibview: error: {problem}", file=sys.stderr)
+        return 1
     from PySide6 import QtCore, QtWidgets
 
     from calibview.core.stream import tune_allocator

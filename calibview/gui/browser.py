@@ -21,7 +21,9 @@ class Browser(QtWidgets.QWidget):
         super().__init__(parent)
         self.session = session
         self.tree = QtWidgets.QTreeWidget()
-        self.tree.setHeaderLabels(["file / model / dataset", "K", "splits (N)"])
+        self.tree.setHeaderLabels(["file / model / dataset", "K", "splits"])
+        # the sizes live in each run's tooltip: "val (5,000), test (10,000)" never fitted a laptop's dock
+        self.tree.headerItem().setToolTip(2, "The run's splits; hover a run for each split's N")
         self.tree.setUniformRowHeights(True)
         self.tree.setAlternatingRowColors(True)
         self.tree.itemSelectionChanged.connect(self._on_tree_selection_changed)
@@ -66,8 +68,9 @@ class Browser(QtWidgets.QWidget):
                 if parent is None:
                     parent = models[run.model] = QtWidgets.QTreeWidgetItem(top, [run.model, "", ""])
                     parent.setData(0, FILE_ROLE, path)
-                splits = ", ".join(f"{s.name} ({s.n:,})" for s in run.splits)
+                splits = ", ".join(s.name for s in run.splits)
                 item = QtWidgets.QTreeWidgetItem(parent, [run.dataset or "(data)", str(run.k), splits])
+                item.setToolTip(2, "\n".join(f"{s.name}: N = {s.n:,}" for s in run.splits))
                 item.setData(0, FILE_ROLE, path)
                 item.setData(0, RUN_ROLE, run.name)
                 attribution = run.attrs.get("attribution") if run.attrs else None

@@ -14,10 +14,10 @@ from typing import Optional
 from PySide6 import QtGui, QtWidgets
 from PySide6.QtCore import Qt
 
+from calibview.core import units
 from calibview.core.compare import compare_csv
 from calibview.core.metrics import METRIC_HELP, METRIC_NAMES
 from calibview.core.report import atomic_write
-from calibview.gui.metrics_table import HEADERS, PERCENT
 from calibview.gui.session import Session
 
 MARK = "●"
@@ -25,33 +25,23 @@ RUN_ROLE = Qt.ItemDataRole.UserRole
 ROW_ROLE = Qt.ItemDataRole.UserRole + 1        # the record behind a cell (core.compare row)
 
 
-def _decimals(values, sig: int = 3, cap: int = 5) -> int:
-    mags = [abs(v) for v in values if math.isfinite(v) and v != 0.0]
-    if not mags:
-        return 2
-    return int(min(cap, max(0, sig - 1 - math.floor(math.log10(min(mags))))))
+def _signed(metric: str, x: float) -> str:
+    """A difference in ``metric``'s display unit and decimals (core.units), with its sign: "+0.06", "-0.69"."""
+    text = units.fmt(metric, x)
+    return f"+{text}" if x > 0 and not text.startswith("∞") else text
 
 
-def _num(x: float, decimals: int, sign: bool = False) -> str:
-    if math.isnan(x):
-        return "—"
-    if math.isinf(x):
-        return "∞" if x > 0 else "-∞"
-    return f"{x:+.{decimals}f}" if sign else f"{x:.{decimals}f}"
-
-
-def cell_text(row: dict, metric: str, decimals: int, delta_decimals: int) -> str:
-    """"value" for the reference; "value  Δ +d [lo, hi] ●" for another run (● when the interval excludes 0);
-    the interval with the precision of its difference."""
-    scale = 100.0 if metric in PERCENT else 1.0
-    text = _num(row[metric] * scale, decimals)
+def cell_text(row: dict, metric: str) -> str:
+    """"value" for the reference; "value  Δ +d [lo, hi] ●" for another run (● when the interval excludes 0), in
+    the metric's display unit (core.units: the table's convention); the difference and its interval with the
+    estimate's decimals."""
+    text = units.fmt(metric, row[metric])
     if row["is_reference"]:
         return text
-    dd = delta_decimals
-    text += f"   Δ {_num(row[f'delta_{metric}'] * scale, dd, sign=True)}"
+    text += f"   Δ {_signed(metric, row[f'delta_{metric}'])}"
     lo, hi = row[f"delta_{metric}_lo"], row[f"delta_{metric}_hi"]
     if math.isfinite(lo) and math.isfinite(hi):
-        text += f" [{_num(lo * scale, dd, sign=True)}, {_num(hi * scale, dd, sign=True)}]"
+        text += f" [{_signed(metric, lo)}, {_signed(metric, hi)}]"
     return text + (f" {MARK}" if row[f"significant_{metric}"] else "")
 
 
@@ -98,7 +88,7 @@ class CompareView(QtWidgets.QWidget):
         self.caption.setText(f"Paired bootstrap differences Δ to the reference {comparison.reference_run} on "
                              f"{ref.request.eval_split} (N = {ref.n_eval:,}, the same {ref.request.n_boot} resamples "
                              f"for every run, {100 * level:g} % intervals); {MARK} the interval excludes 0. "
-                             "Values in the units of the metrics table.")
+                             "Values in the units of the metrics table (row headers).")
         names = list(dict.fromkeys(r["calibrator"] for r in comparison.rows))
         runs = [(ev.run.file, ev.run.name) for ev in comparison.evaluations]
         runs = [runs[comparison.reference]] + [r for i, r in enumerate(runs) if i != comparison.reference]
@@ -111,16 +101,12 @@ class CompareView(QtWidgets.QWidget):
         self.table.setHorizontalHeaderLabels([
             f"{labels[nm]}\n{run}" + (f" ({Path(file).name})" if run in twice else "")
             + (" (reference)" if (file, run) == runs[0] else "") for nm, (file, run) in columns])
-        self.table.setVerticalHeaderLabels([HEADERS.get(m, m) for m in METRIC_NAMES])
+        self.table.setVerticalHeaderLabels([units.header(m) for m in METRIC_NAMES])
         for i, m in enumerate(METRIC_NAMES):
-            self.table.verticalHeaderItem(i).setToolTip(METRIC_HELP.get(m, m))
+            self.table.verticalHeaderItem(i).setToolTip(f"{METRIC_HELP.get(m, m)}\n{units.describe(m)}")
             rows = [comparison.row(run, nm, file) for nm, (file, run) in columns]
-            scale = 100.0 if m in PERCENT else 1.0
-            dec = _decimals([r[m] * scale for r in rows])                    # 3 significant digits
-            deltas = [r[f"delta_{m}"] * scale for r in rows if not r["is_reference"]]
-            ddec = max(dec, _decimals(deltas, sig=2))                          # 2 for the smallest difference
             for j, row in enumerate(rows):
-                item = QtWidgets.QTableWidgetItem(cell_text(row, m, dec, ddec))
+                item = QtWidgets.QTableWidgetItem(cell_text(row, m))
                 item.setData(RUN_ROLE, row["run"])
                 item.setData(ROW_ROLE, row)
                 item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)

@@ -14,6 +14,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
 
+from calibview.core import units
 from calibview.gui.session import Session
 from calibview.gui.theme import THEMES, calibrator_color, themed_color
 
@@ -225,8 +226,10 @@ class DecisionsView(QtWidgets.QWidget):
         row = 0
         for name in self._curves:
             a = d.calibrators[name].sorted.at(self.threshold)
-            texts = (f"{a.n:,}", f"{100 * a.coverage:.1f}", f"{_pct(a.accuracy)} {_interval(a.lo, a.hi)}",
-                     _pct(a.mean_conf), _flag(a))
+            # percent at the precision of calibview.core.units; the interval at its estimate's precision
+            texts = (f"{a.n:,}", units.fmt("coverage", a.coverage),
+                     units.fmt_estimate("accuracy", a.accuracy if a.n else math.nan, a.lo, a.hi),
+                     units.fmt("confidence", a.mean_conf if a.n else math.nan), _flag(a))
             for col, text in enumerate(texts, start=1):
                 self.table.item(row, col).setText(text)
             if a.n:
@@ -260,14 +263,6 @@ class DecisionsView(QtWidgets.QWidget):
         self.slider.setValue(threshold_to_slider(value))
         self._updating = False
         self._update_readout()
-
-
-def _pct(x: float) -> str:
-    return "—" if not math.isfinite(x) else f"{100 * x:.2f}"
-
-
-def _interval(lo: float, hi: float) -> str:
-    return "" if not (math.isfinite(lo) and math.isfinite(hi)) else f"[{100 * lo:.1f}, {100 * hi:.1f}]"
 
 
 def _flag(a) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Optional
 
@@ -13,6 +12,9 @@ from calibview.core import report
 from calibview.core.demo import demo_path
 from calibview.core import calibrators as calib
 from calibview.core.errors import CalibviewError
+from calibview.core.safe_io import refuse_overwriting_inputs
+from calibview.gui.bandwidth_bar import (H_MAX, H_MIN, BandwidthBar, bandwidth_to_slider,  # noqa: F401 (API)
+                                         slider_to_bandwidth)
 from calibview.gui.browser import Browser
 from calibview.gui.calibrators import CalibratorPanel
 from calibview.gui.canvas import CalibrationCanvas
@@ -20,129 +22,14 @@ from calibview.gui.compare import CompareView
 from calibview.gui.compare_figure import CompareFigure
 from calibview.gui.decisions import DecisionsView
 from calibview.gui.domains import DomainCanvases
+from calibview.gui import layout
 from calibview.gui.metrics_table import MetricsTable
 from calibview.gui.session import Session
 from calibview.gui.slices import SliceOverlay, SlicesView
+from calibview.gui.status import StatusFields
 
-H_MIN, H_MAX, SLIDER_STEPS = 0.005, 0.5, 1000
 H5_SUFFIXES = (".h5", ".hdf5", ".hdf", ".he5")
 MAX_RECENT = 8
-
-
-def slider_to_bandwidth(value: int) -> float:
-    """Logarithmic slider: 0 -> 0.005, 1000 -> 0.5."""
-    return H_MIN * (H_MAX / H_MIN) ** (value / SLIDER_STEPS)
-
-
-def bandwidth_to_slider(h: float) -> int:
-    h = min(max(h, H_MIN), H_MAX)
-    return int(round(SLIDER_STEPS * math.log(h / H_MIN) / math.log(H_MAX / H_MIN)))
-
-
-class BandwidthBar(QtWidgets.QWidget):
-    """Slider (log scale) + numeric box + kernel + bins + reliability-bars toggle, above the canvas."""
-
-    def __init__(self, session: Session, parent=None) -> None:
-        super().__init__(parent)
-        self.session = session
-        self.slider = QtWidgets.QSlider(QtCore.Qt.Horizontal)
-        self.slider.setRange(0, SLIDER_STEPS)
-        self.slider.setToolTip("Kernel bandwidth (log scale). Ctrl+[ and Ctrl+] step it.")
-        self.box = QtWidgets.QDoubleSpinBox()
-        self.box.setDecimals(4)
-        self.box.setRange(H_MIN, H_MAX)
-        self.box.setSingleStep(0.005)
-        self.kernel = QtWidgets.QComboBox()
-        self.kernel.addItem("Gaussian", "gaussian")
-        self.kernel.addItem("Epanechnikov", "epanechnikov")
-        self.bins = QtWidgets.QSpinBox()
-        self.bins.setRange(2, 100)
-        self.bins.setSpecialValueText("auto")
-        self.bins.setMinimum(1)             # 1 shows as "auto"
-        self.bins.setToolTip("Equal-width bins of ECE, MCE, class-wise ECE and the reliability bars "
-                             "(auto: 10 / 15 / 20 by N)")
-        self.show_bins = QtWidgets.QCheckBox("Reliability bars")
-        layout = QtWidgets.QHBoxLayout(self)
-        layout.setContentsMargins(6, 2, 6, 2)
-        layout.addWidget(QtWidgets.QLabel("Bandwidth"))
-        layout.addWidget(self.slider, 1)
-        layout.addWidget(self.box)
-        layout.addWidget(self.kernel)
-        layout.addSpacing(12)
-        layout.addWidget(QtWidgets.QLabel("Bins"))
-        layout.addWidget(self.bins)
-        layout.addWidget(self.show_bins)
-        self._updating = False
-        self.slider.valueChanged.connect(self._on_slider_value_changed)
-        self.slider.sliderReleased.connect(self._on_settle_timeout)
-        self.box.valueChanged.connect(self._on_box_value_changed)
-        self.box.editingFinished.connect(self._on_settle_timeout)
-        self.kernel.currentIndexChanged.connect(self._on_kernel_changed)
-        self.bins.editingFinished.connect(self._on_bins_changed)
-        # The metrics that depend on the bandwidth (CAL and the sharpness gap; TOT is the Brier score) are
-        # refreshed when the user lets go: at once on release, Enter, Ctrl+[ / Ctrl+] and a kernel switch (the
-        # engine recomputes only those), after a short pause for keys held on the slider.
-        self.settle = QtCore.QTimer(self)
-        self.settle.setSingleShot(True)
-        self.settle.setInterval(250)
-        self.settle.timeout.connect(self._on_settle_timeout)
-        self.sync()
-
-    def sync(self) -> None:
-        self._updating = True
-        self.slider.setValue(bandwidth_to_slider(self.session.bandwidth))
-        self.box.setValue(self.session.bandwidth)
-        self.kernel.setCurrentIndex(max(0, self.kernel.findData(self.session.kernel)))
-        self.bins.setValue(1 if self.session.bins == "auto" else int(self.session.bins))
-        self._updating = False
-
-    def step(self, factor: float) -> None:
-        self.set_bandwidth(min(max(self.session.bandwidth * factor, H_MIN), H_MAX))
-        self._on_settle_timeout()
-
-    def set_bandwidth(self, h: float) -> None:
-        self.session.set_bandwidth(h)
-        self.sync()
-
-    def _on_slider_value_changed(self, value: int) -> None:
-        if self._updating:
-            return
-        self.session.set_bandwidth(slider_to_bandwidth(value))
-        self._updating = True
-        self.box.setValue(self.session.bandwidth)
-        self._updating = False
-        if not self.slider.isSliderDown():
-            self._on_settled()
-
-    def _on_box_value_changed(self, value: float) -> None:
-        if self._updating:
-            return
-        self.session.set_bandwidth(value)
-        self._updating = True
-        self.slider.setValue(bandwidth_to_slider(value))
-        self._updating = False
-
-    def _on_kernel_changed(self, _index: int) -> None:
-        if self._updating:
-            return
-        self.session.set_bandwidth(self.session.bandwidth, self.kernel.currentData())
-        self._on_settle_timeout()
-
-    def _on_bins_changed(self) -> None:
-        value = "auto" if self.bins.value() == 1 else self.bins.value()
-        if value != self.session.bins:
-            self.session.set_bins(value)
-            self.session.evaluate()
-
-    def _on_settled(self) -> None:
-        self.settle.start()
-
-    def _on_settle_timeout(self) -> None:
-        self.settle.stop()
-        ev = self.session.evaluation
-        if ev is not None and (ev.request.bandwidth, ev.request.kernel) != (self.session.bandwidth,
-                                                                             self.session.kernel):
-            self.session.evaluate()
 
 
 class MainWindow(QtWidgets.QMainWindow):
@@ -177,7 +64,8 @@ class MainWindow(QtWidgets.QMainWindow):
         self.panel = CalibratorPanel(self.session)
         self.table = MetricsTable()
         self.browser_dock = self._dock("Browser", self.browser, QtCore.Qt.LeftDockWidgetArea)
-        self.panel_dock = self._dock("Calibrators", self.panel, QtCore.Qt.RightDockWidgetArea)
+        # in a scroll area: the calibrators' list shrinks with a laptop's screen instead of setting its height
+        self.panel_dock = self._dock("Calibrators", layout.scrollable(self.panel), QtCore.Qt.RightDockWidgetArea)
         self.table_dock = self._dock("Metrics", self.table, QtCore.Qt.BottomDockWidgetArea)
         self.slices_view = SlicesView(self.session)
         self.table.tabs.addTab(self.slices_view, "Slices")
@@ -206,8 +94,9 @@ class MainWindow(QtWidgets.QMainWindow):
         self.session.selection_changed.connect(self._update_title)
         self.bandwidth_bar.show_bins.toggled.connect(self.domains.set_show_bins)
         self.domains.hover_changed.connect(self.hover_label.setText)
-        self.resize(1400, 900)
-        self._restore_layout()
+        self.resize(layout.default_size(self))
+        restored = self._restore_layout()
+        self.dock_share = layout.DockShare(self, (self.table_dock, self.decisions_dock), on_show=not restored)
         self.set_theme(self.settings.value("theme", "light"))
 
     # --- construction ----------------------------------------------------------------------------------------
@@ -220,23 +109,12 @@ class MainWindow(QtWidgets.QMainWindow):
         return dock
 
     def _build_status_bar(self) -> None:
-        bar = self.statusBar()
-        self.hover_label = QtWidgets.QLabel("")
-        self.hover_label.setTextFormat(QtCore.Qt.PlainText)
-        # A long readout is cut at the label's edge instead of pushing into the progress text.
-        self.hover_label.setSizePolicy(QtWidgets.QSizePolicy.Ignored, QtWidgets.QSizePolicy.Preferred)
-        self.progress = QtWidgets.QProgressBar()
-        self.progress.setRange(0, 1000)
-        self.progress.setMaximumWidth(220)
-        self.progress.setTextVisible(False)
-        self.progress_label = QtWidgets.QLabel("")
-        self.cancel_button = QtWidgets.QPushButton("Cancel")
-        self.cancel_button.setToolTip("Stop the running evaluation (Esc)")
+        fields = StatusFields(self.statusBar(), self)
+        # the hover readout and the request's status each in its own field (calibview.gui.status)
+        self.hover_label, self.progress_label = fields.hover, fields.status
+        self.progress, self.cancel_button = fields.progress, fields.cancel
         self.cancel_button.clicked.connect(self.session.cancel)
-        bar.addWidget(self.hover_label, 1)
-        bar.addPermanentWidget(self.progress_label)
-        bar.addPermanentWidget(self.progress)
-        bar.addPermanentWidget(self.cancel_button)
+        self._progress_shown = False         # the status field shows a running request's message
         self._on_session_busy_changed(False)
 
     def _action(self, menu: QtWidgets.QMenu, text: str, slot, shortcut=None, tip: str = "") -> QtGui.QAction:
@@ -335,16 +213,20 @@ class MainWindow(QtWidgets.QMainWindow):
         except CalibviewError as e:
             self._on_session_error_occurred("Demo missing", str(e))
 
+    def recent_files(self) -> list[str]:
+        """File > Open recent, newest first. QSettings (INI, and some native backends) hands a one-item list
+        back as a plain string: iterated, that made the menu of its single characters."""
+        recent = self.settings.value("recent", []) or []
+        return [recent] if isinstance(recent, str) else [str(p) for p in recent]
+
     def _remember_recent(self, path: str) -> None:
-        recent = [p for p in (self.settings.value("recent", []) or []) if p != path]
+        recent = [p for p in self.recent_files() if p != path]
         self.settings.setValue("recent", [path] + recent[: MAX_RECENT - 1])
         self._refresh_recent_menu()
 
     def _refresh_recent_menu(self) -> None:
         self.recent_menu.clear()
-        recent = self.settings.value("recent", []) or []
-        if isinstance(recent, str):
-            recent = [recent]
+        recent = self.recent_files()
         for p in recent:
             self.recent_menu.addAction(p, lambda p=p: self.open_files([p]))
         self.recent_menu.setEnabled(bool(recent))
@@ -385,6 +267,7 @@ class MainWindow(QtWidgets.QMainWindow):
                 return None
             self.settings.setValue("last_dir", str(Path(path).parent))
         try:
+            refuse_overwriting_inputs([path], [e.run.file for e in self.session.evaluations] or [ev.run.file])
             if kind in ("png", "svg") and self.compare_figure.active:      # compared runs: their figure
                 self.compare_figure.export(path)
             elif kind == "png":
@@ -423,6 +306,7 @@ class MainWindow(QtWidgets.QMainWindow):
         if ev.pending:
             return                  # the progress text stays until the intervals arrive
         msg = f"Evaluated in {ev.elapsed_s:.1f} s on {ev.device}"
+        self._progress_shown = False
         self.progress_label.setText(msg + (f" · {len(warnings)} warning(s)" if warnings else ""))
         self.progress_label.setToolTip("\n".join(warnings))
 
@@ -445,12 +329,17 @@ class MainWindow(QtWidgets.QMainWindow):
     def _on_session_progress_changed(self, fraction: float, message: str) -> None:
         self.progress.setValue(int(round(1000 * fraction)))
         self.progress_label.setText(message)
+        self.progress_label.setToolTip("")
+        self._progress_shown = self.session.busy
 
     def _on_session_busy_changed(self, busy: bool) -> None:
         self.cancel_button.setVisible(busy)
         self.progress.setVisible(busy)
         if busy:
             self.progress.setValue(0)
+        elif self._progress_shown:           # the request ended without a final word: no stale "Reading …"
+            self.progress_label.setText("")
+            self._progress_shown = False
         self._set_stale(busy and self._shows_other_selection())
 
     def _shows_other_selection(self) -> bool:
@@ -479,6 +368,9 @@ class MainWindow(QtWidgets.QMainWindow):
     def _on_session_error_occurred(self, title: str, message: str) -> None:
         """A window-modal, non-blocking dialog naming the problem (the event loop keeps running)."""
         self.last_error = (title, message)
+        self.progress_label.setText(f"{title}.")      # not the failed request's last "Reading …"
+        self.progress_label.setToolTip(message)
+        self._progress_shown = False
         box = QtWidgets.QMessageBox(QtWidgets.QMessageBox.Warning, title, message, QtWidgets.QMessageBox.Ok, self)
         box.setAttribute(QtCore.Qt.WA_DeleteOnClose)
         box.open()
@@ -519,13 +411,16 @@ class MainWindow(QtWidgets.QMainWindow):
         kernel = s.value("kernel", "gaussian")
         self.session.kernel = kernel if kernel in ("gaussian", "epanechnikov") else "gaussian"
 
-    def _restore_layout(self) -> None:
+    def _restore_layout(self) -> bool:
+        """Geometry and dock layout of the last session; False when there was none."""
         geometry = self.settings.value("geometry")
         state = self.settings.value("window_state")
         if geometry is not None:
             self.restoreGeometry(geometry)
         if state is not None:
             self.restoreState(state)
+        layout.fit_to_screen(self)          # a size saved on a bigger screen
+        return state is not None
 
     def save_settings(self) -> None:
         s = self.settings

@@ -10,50 +10,27 @@ from __future__ import annotations
 import csv
 import io
 import math
-from typing import Iterable, Optional, Sequence
+from typing import Iterable, Optional
 
 from PySide6 import QtCore, QtGui, QtWidgets
 from PySide6.QtCore import Qt
 
 from ..core.evaluate import CalibratorResult, Evaluation
+from ..core import units
 from ..core.metrics import METRIC_HELP, METRIC_NAMES
 from ..core.report import atomic_write, metrics_csv, metrics_rows
+from .table_views import (INTERVAL_TEXT_ROLE, SORT_ROLE, VALUE_TEXT_ROLE, IntervalDelegate, NumericSortProxy,
+                          PerClassModel, TableView)
 
-SORT_ROLE = Qt.ItemDataRole.UserRole + 1
-VALUE_TEXT_ROLE = Qt.ItemDataRole.UserRole + 2      # the value line the delegate paints
-INTERVAL_TEXT_ROLE = Qt.ItemDataRole.UserRole + 3   # the "lo–hi" line under it ("" without bootstrap)
+__all__ = ["MetricsTable", "MetricsTableModel", "PerClassModel", "SORT_ROLE", "VALUE_TEXT_ROLE", "INTERVAL_TEXT_ROLE"]
 
-HEADERS = {
-    "accuracy": "Acc %", "nll": "NLL", "brier": "Brier", "brier_top": "Brier (top)", "ece": "ECE %",
-    "rmsce": "RMSCE %", "mce": "MCE %", "ace": "ACE %", "classwise_ece": "CW-ECE %", "debiased_ece": "dECE %",
-    "smece": "smECE %", "cal": "CAL", "tot": "TOT", "sharpness_gap": "Sharp. gap",
-    "aurc": "AURC", "e_aurc": "E-AURC", "acc_at_cov80": "Acc@80 %", "acc_at_cov90": "Acc@90 %",
-    "acc_at_cov95": "Acc@95 %", "cov_at_acc95": "Cov@95 %", "cov_at_acc99": "Cov@99 %", "auroc": "AUROC",
-    "auroc_correct": "AUROC (correct)",
-}
-#: Shown ×100 in the table only; the CSV, the tooltips and Qt.UserRole keep plain fractions.
-PERCENT = frozenset({"accuracy", "ece", "rmsce", "mce", "ace", "classwise_ece", "debiased_ece", "smece",
-                     "acc_at_cov80", "acc_at_cov90", "acc_at_cov95", "cov_at_acc95", "cov_at_acc99"})
+
+#: Column headers with their unit ("ECE %", "CAL ×100"): the one convention of :mod:`calibview.core.units`.
+HEADERS = {m: units.header(m) for m in METRIC_NAMES}
 HIGHER_IS_BETTER = frozenset({"accuracy", "acc_at_cov80", "acc_at_cov90", "acc_at_cov95", "cov_at_acc95",
                               "cov_at_acc99", "auroc", "auroc_correct"})
 _RIGHT = Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
 _DISPLAY, _TOOLTIP, _USER = (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.ToolTipRole, Qt.ItemDataRole.UserRole)
-
-
-def _decimals(values: Iterable[float], sig: int = 3, cap: int = 5) -> int:
-    """Decimals that give the smallest non-zero finite magnitude ``sig`` significant digits (one per column)."""
-    mags = [abs(v) for v in values if math.isfinite(v) and v != 0.0]
-    if not mags:
-        return 2
-    return int(min(cap, max(0, sig - 1 - math.floor(math.log10(min(mags))))))
-
-
-def _num(x: float, decimals: int) -> str:
-    if math.isnan(x):
-        return "—"
-    if math.isinf(x):
-        return "∞" if x > 0 else "-∞"
-    return f"{x:.{decimals}f}"
 
 
 def _has_interval(lo: float, hi: float) -> bool:
@@ -72,7 +49,6 @@ class MetricsTableModel(QtCore.QAbstractTableModel):
         self._rows: list[tuple[Evaluation, CalibratorResult]] = []
         self._offset = 1                                 # the first metric's column
         self._hidden: frozenset[str] = frozenset()
-        self._decimals: dict[str, int] = {}
         self._best: dict[str, frozenset[int]] = {}
 
     # -- content ------------------------------------------------------------------------------------------------
@@ -87,9 +63,6 @@ class MetricsTableModel(QtCore.QAbstractTableModel):
         self._offset = 2 if len(self._evs) > 1 else 1
         self._rows = [(ev, r) for r0 in (self._ev.results if self._ev else ()) for ev in self._evs
                       for r in ev.results if r.name == r0.name]
-        results = [r for _, r in self._rows]
-        self._decimals = {m: _decimals(r.metrics[m].value * (100 if m in PERCENT else 1) for r in results)
-                          for m in METRIC_NAMES}
         self._update_best()
         self.endResetModel()
 
@@ -167,8 +140,7 @@ class MetricsTableModel(QtCore.QAbstractTableModel):
                 return "Calibrator fitted on the fit split. Sorting by this column restores the requested order."
             req = self._ev.request if self._ev else None
             level = f"{req.level * 100:g} % " if req else ""
-            unit = ("Shown in percent (the CSV holds fractions)." if m in PERCENT else
-                    "In nats." if m == "nll" else "Plain number, as in the CSV.")
+            unit = units.describe(m)
             better = "higher" if m in HIGHER_IS_BETTER else "lower"
             return (f"{HEADERS[m]}: {METRIC_HELP[m]}.\n{unit} Each cell: the value over its {level}bootstrap "
                     f"interval [lo, hi]; ∞ means infinite. Bold: best in the column ({better} is better).")
@@ -188,20 +160,17 @@ class MetricsTableModel(QtCore.QAbstractTableModel):
         if m is None:
             return self._calibrator_data(r, index.row(), role)
         est = r.metrics[m]
-        scale = 100.0 if m in PERCENT else 1.0
-        d = self._decimals[m]
         if role in (_DISPLAY, VALUE_TEXT_ROLE, INTERVAL_TEXT_ROLE):
-            value = _num(est.value * scale, d)
+            value = units.fmt(m, est.value)
             if not _has_interval(est.lo, est.hi):
                 if ev.pending and ev.request.n_boot:
                     # intervals are on their way (progressive results): say so rather than show none
                     return "pending…" if role == INTERVAL_TEXT_ROLE else value if role == VALUE_TEXT_ROLE else \
                         f"{value} [pending]"
                 return "" if role == INTERVAL_TEXT_ROLE else value
-            lo, hi = _num(est.lo * scale, d), _num(est.hi * scale, d)
             # The delegate's second line is narrow; the text copied and read by screen readers is explicit.
-            return f"{lo}–{hi}" if role == INTERVAL_TEXT_ROLE else value if role == VALUE_TEXT_ROLE else \
-                f"{value} [{lo}, {hi}]"
+            return units.fmt_interval(m, est.lo, est.hi, "–", False) if role == INTERVAL_TEXT_ROLE else \
+                value if role == VALUE_TEXT_ROLE else units.fmt_estimate(m, est.value, est.lo, est.hi)
         if role in (_USER, SORT_ROLE):
             return float(est.value)
         if role == _TOOLTIP:
@@ -235,7 +204,7 @@ class MetricsTableModel(QtCore.QAbstractTableModel):
 
     def _metric_tooltip(self, r: CalibratorResult, m: str) -> str:
         est, req = r.metrics[m], self._ev.request
-        lines = [f"{HEADERS[m].removesuffix(' %')} of {r.label} = {est.value!r}"]
+        lines = [f"{units.short_name(m)} of {r.label} = {est.value!r} (shown as {units.caption(m, est.value)})"]
         if _has_interval(est.lo, est.hi):
             lines.append(f"{req.level * 100:g} % bootstrap interval [{est.lo!r}, {est.hi!r}] "
                          f"({req.n_boot} resamples)")
@@ -250,216 +219,6 @@ class MetricsTableModel(QtCore.QAbstractTableModel):
         return "\n".join(lines)
 
 
-class PerClassModel(QtCore.QAbstractTableModel):
-    """Per-class count, accuracy and class-wise ECE of one calibrator's result (read-only)."""
-
-    COLUMNS = ("#", "Class", "Count", "Acc %", "ECE %")
-    _TIPS = ("Class index", "Class name from the file's class_names",
-             "Evaluation samples whose label is this class (the column sums to N)",
-             "Accuracy on the samples whose label is this class, in percent; — when the class has no samples",
-             "Equal-width ECE of p_k against 1[y=k] for this class, in percent; the mean over classes is CW-ECE")
-
-    def __init__(self, parent: Optional[QtCore.QObject] = None):
-        super().__init__(parent)
-        self._result: Optional[CalibratorResult] = None
-        self._names: Optional[Sequence[str]] = None
-        self._decimals = (2, 2)
-
-    def set_result(self, result: Optional[CalibratorResult], class_names: Optional[Sequence[str]] = None) -> None:
-        self.beginResetModel()
-        self._result, self._names = result, class_names
-        if result is not None:
-            self._decimals = (_decimals(result.per_class_accuracy * 100, cap=2),
-                              _decimals(result.per_class_ece * 100, cap=4))
-        self.endResetModel()
-
-    def result(self) -> Optional[CalibratorResult]:
-        return self._result
-
-    def has_class_names(self) -> bool:
-        return self._names is not None
-
-    def rowCount(self, parent=QtCore.QModelIndex()) -> int:
-        return 0 if parent.isValid() or self._result is None else int(self._result.per_class_count.shape[0])
-
-    def columnCount(self, parent=QtCore.QModelIndex()) -> int:
-        return 0 if parent.isValid() else len(self.COLUMNS)
-
-    def flags(self, index):
-        return Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable if index.isValid() else Qt.ItemFlag.NoItemFlags
-
-    def headerData(self, section, orientation, role=_DISPLAY):
-        if orientation != Qt.Orientation.Horizontal:
-            return None
-        if role == _DISPLAY:
-            return self.COLUMNS[section]
-        if role == _TOOLTIP:
-            return self._TIPS[section]
-        if role == Qt.ItemDataRole.TextAlignmentRole and section != 1:
-            return _RIGHT
-        return None
-
-    def raw(self, row: int, column: int):
-        """The exact value behind a cell: int index, class name, int count, or float fraction."""
-        r = self._result
-        return (row, self._names[row] if self._names else "", int(r.per_class_count[row]),
-                float(r.per_class_accuracy[row]), float(r.per_class_ece[row]))[column]
-
-    def data(self, index, role=_DISPLAY):
-        if not index.isValid() or self._result is None:
-            return None
-        row, col = index.row(), index.column()
-        raw = self.raw(row, col)
-        if role == _DISPLAY:
-            return _num(raw * 100, self._decimals[col - 3]) if col >= 3 else str(raw)
-        if role == _USER:
-            return raw
-        if role == SORT_ROLE:
-            return raw.casefold() if col == 1 else raw
-        if role == _TOOLTIP:
-            if col == 3 and math.isnan(raw):
-                return "No samples of this class in the evaluation split."
-            return f"{self.COLUMNS[col]}: {raw!r}" if col >= 3 else None
-        if role == Qt.ItemDataRole.TextAlignmentRole and col != 1:
-            return _RIGHT
-        return None
-
-
-class _NumericSortProxy(QtCore.QSortFilterProxyModel):
-    """Sorts on SORT_ROLE numerically with NaN always last, and hides the rows the source reports hidden."""
-
-    def __init__(self, parent=None):
-        super().__init__(parent)
-        self.setSortRole(SORT_ROLE)
-
-    def lessThan(self, left, right) -> bool:
-        a, b = left.data(SORT_ROLE), right.data(SORT_ROLE)
-        nan_a = isinstance(a, float) and math.isnan(a)
-        nan_b = isinstance(b, float) and math.isnan(b)
-        if nan_a or nan_b:
-            # NaN is "largest" ascending and "smallest" descending, so it ends up last either way.
-            last_is_large = self.sortOrder() == Qt.SortOrder.AscendingOrder
-            return (nan_b and not nan_a) if last_is_large else (nan_a and not nan_b)
-        return a < b
-
-    def filterAcceptsRow(self, row, parent) -> bool:
-        src = self.sourceModel()
-        return not (isinstance(src, MetricsTableModel) and src.is_hidden(row))
-
-    def refilter(self) -> None:
-        if hasattr(self, "beginFilterChange"):           # Qt >= 6.10
-            self.beginFilterChange()
-            self.endFilterChange(QtCore.QSortFilterProxyModel.Direction.Rows)
-        else:
-            self.invalidateRowsFilter()
-
-
-class _IntervalDelegate(QtWidgets.QStyledItemDelegate):
-    """Paints a metric cell as its value with the interval in a smaller, dimmer line underneath."""
-
-    def _lines(self, option, index):
-        opt = QtWidgets.QStyleOptionViewItem(option)
-        self.initStyleOption(opt, index)
-        small = QtGui.QFont(opt.font)
-        small.setBold(False)
-        small.setPointSizeF(opt.font.pointSizeF() * 0.85)
-        return opt, index.data(VALUE_TEXT_ROLE), index.data(INTERVAL_TEXT_ROLE) or "", small
-
-    def sizeHint(self, option, index):
-        opt, value, interval, small = self._lines(option, index)
-        if value is None:
-            return super().sizeHint(option, index)
-        fm, sfm = QtGui.QFontMetrics(opt.font), QtGui.QFontMetrics(small)
-        width = max(fm.horizontalAdvance(value), sfm.horizontalAdvance(interval)) + 8
-        return QtCore.QSize(width, fm.height() + (sfm.height() if interval else 0) + 6)
-
-    def paint(self, painter, option, index):
-        opt, value, interval, small = self._lines(option, index)
-        if value is None:
-            return super().paint(painter, option, index)
-        opt.text = ""
-        style = opt.widget.style() if opt.widget else QtWidgets.QApplication.style()
-        style.drawControl(QtWidgets.QStyle.ControlElement.CE_ItemViewItem, opt, painter, opt.widget)
-        rect = opt.rect.adjusted(3, 2, -4, -2)
-        selected = bool(opt.state & QtWidgets.QStyle.StateFlag.State_Selected)
-        pal = opt.palette
-        text = pal.color(QtGui.QPalette.ColorRole.HighlightedText if selected else QtGui.QPalette.ColorRole.Text)
-        back = pal.color(QtGui.QPalette.ColorRole.Highlight if selected else QtGui.QPalette.ColorRole.Base)
-        dim = QtGui.QColor.fromRgbF(*(0.6 * t + 0.4 * b for t, b in zip(text.getRgbF()[:3], back.getRgbF()[:3])))
-        fm = QtGui.QFontMetrics(opt.font)
-        painter.save()
-        painter.setFont(opt.font)
-        painter.setPen(text)
-        top = QtCore.QRect(rect) if not interval else QtCore.QRect(rect.left(), rect.top(), rect.width(), fm.height())
-        painter.drawText(top, _RIGHT, value)
-        if interval:
-            painter.setFont(small)
-            painter.setPen(dim)
-            painter.drawText(QtCore.QRect(rect.left(), top.bottom() + 1, rect.width(), rect.bottom() - top.bottom()),
-                             _RIGHT, interval)
-        painter.restore()
-
-
-class _Header(QtWidgets.QHeaderView):
-    """A horizontal header that reserves the sort arrow's width, not the section height, for the arrow."""
-
-    def __init__(self, parent=None):
-        super().__init__(Qt.Orientation.Horizontal, parent)
-
-    def sectionSizeFromContents(self, logical_index: int) -> QtCore.QSize:
-        size = super().sectionSizeFromContents(logical_index)
-        if self.isSortIndicatorShown():
-            # QHeaderView adds height + margin, which doubles the waste of a two-line header.
-            style = self.style()
-            arrow = style.pixelMetric(QtWidgets.QStyle.PixelMetric.PM_HeaderMarkSize, None, self)
-            size.setWidth(size.width() - size.height() + arrow)
-        return size
-
-
-class _TableView(QtWidgets.QTableView):
-    """A read-only table view that reports Ctrl+C instead of copying only the current cell."""
-
-    copy_requested = QtCore.Signal()
-
-    def __init__(self, parent=None):
-        super().__init__(parent)
-        self.setHorizontalHeader(_Header(self))
-        self.setEditTriggers(QtWidgets.QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.setSelectionBehavior(QtWidgets.QAbstractItemView.SelectionBehavior.SelectRows)
-        self.setSelectionMode(QtWidgets.QAbstractItemView.SelectionMode.ExtendedSelection)
-        self.setAlternatingRowColors(True)
-        self.setSortingEnabled(True)
-        self.setWordWrap(False)
-        self.verticalHeader().hide()
-        self.horizontalHeader().setHighlightSections(False)
-        self.setContextMenuPolicy(Qt.ContextMenuPolicy.ActionsContextMenu)
-        copy = QtGui.QAction("Copy", self)
-        copy.triggered.connect(self.copy_requested)
-        self.addAction(copy)
-
-    def keyPressEvent(self, event: QtGui.QKeyEvent) -> None:
-        if event.matches(QtGui.QKeySequence.StandardKey.Copy):
-            self.copy_requested.emit()
-            event.accept()
-            return
-        super().keyPressEvent(event)
-
-    def selection_text(self) -> str:
-        """Selected cells as tab-separated text: a header line, then one line per selected row, in view order."""
-        indexes = self.selectionModel().selectedIndexes() if self.selectionModel() else []
-        header = self.horizontalHeader()
-        indexes = [i for i in indexes if not self.isColumnHidden(i.column())]
-        if not indexes:
-            return ""
-        cols = sorted({i.column() for i in indexes}, key=header.visualIndex)
-        cells = {(i.row(), i.column()): i.data() for i in indexes}
-        clean = lambda s: "" if s is None else str(s).replace("\t", " ").replace("\n", " ")
-        lines = ["\t".join(clean(self.model().headerData(c, Qt.Orientation.Horizontal)) for c in cols)]
-        for row in sorted({i.row() for i in indexes}):
-            lines.append("\t".join(clean(cells.get((row, c))) for c in cols))
-        return "\n".join(lines) + "\n"
-
-
 class MetricsTable(QtWidgets.QWidget):
     """Tabs "Metrics" (a row per calibrator) and "Per class"; the window feeds it Session.evaluation_changed."""
 
@@ -472,21 +231,21 @@ class MetricsTable(QtWidgets.QWidget):
         self._per_class_ev: Optional[Evaluation] = None      # the evaluation (split) of the current row
         self._quiet = False
         self.metrics_model = MetricsTableModel(self)
-        self.metrics_proxy = _NumericSortProxy(self)
+        self.metrics_proxy = NumericSortProxy(self)
         self.metrics_proxy.setSourceModel(self.metrics_model)
         self.per_class_model = PerClassModel(self)
-        self.per_class_proxy = _NumericSortProxy(self)
+        self.per_class_proxy = NumericSortProxy(self)
         self.per_class_proxy.setSourceModel(self.per_class_model)
 
-        self.metrics_view = _TableView()
+        self.metrics_view = TableView()
         self.metrics_view.setModel(self.metrics_proxy)
-        self.metrics_view.setItemDelegate(_IntervalDelegate(self.metrics_view))
+        self.metrics_view.setItemDelegate(IntervalDelegate(self.metrics_view))
         self.metrics_view.verticalHeader().setSectionResizeMode(QtWidgets.QHeaderView.ResizeMode.ResizeToContents)
         self.metrics_view.setWordWrap(True)
         self.metrics_view.setTextElideMode(Qt.TextElideMode.ElideMiddle)
         self.metrics_view.sortByColumn(0, Qt.SortOrder.AscendingOrder)
         self.metrics_view.selectionModel().currentRowChanged.connect(self._on_metrics_view_current_row_changed)
-        self.per_class_view = _TableView()
+        self.per_class_view = TableView()
         self.per_class_view.setModel(self.per_class_proxy)
         self.per_class_view.sortByColumn(0, Qt.SortOrder.AscendingOrder)
         self.per_class_view.verticalHeader().setDefaultSectionSize(self.per_class_view.fontMetrics().height() + 6)

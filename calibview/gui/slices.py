@@ -14,7 +14,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from calibview.core import smoothing
+from calibview.core import smoothing, units
 from calibview.gui.session import Session
 from calibview.gui.theme import THEMES, qcolor
 
@@ -205,16 +205,18 @@ class SlicesView(QtWidgets.QWidget):
 
 
 def _pct(x) -> str:
-    return "—" if x is None or not math.isfinite(x) else f"{100 * x:.2f}"
+    return units.fmt("accuracy", x)
 
 
 def _pct_iv(v, lo, hi, sign: bool = False) -> str:
+    """ECE (or its difference to the whole split, signed) with its interval, as calibview.core.units shows ECE."""
     if v is None or not math.isfinite(v):
         return "—"
-    text = f"{100 * v:+.2f}" if sign else f"{100 * v:.2f}"
-    if lo is None or hi is None or not (math.isfinite(lo) and math.isfinite(hi)):
-        return text
-    return f"{text} [{100 * lo:.2f}, {100 * hi:.2f}]"
+    text = units.fmt("ece", v)
+    if sign and v > 0 and not text.startswith("<"):
+        text = "+" + text
+    iv = units.fmt_interval("ece", lo, hi)
+    return f"{text} {iv}" if iv else text
 
 
 def _flag(r, res) -> str:

@@ -288,3 +288,30 @@ def test_fitting_and_evaluating_on_one_split_warns_but_runs(demo_file, capsys):
     assert "fitted and evaluated on the same split (test)" in warnings[0] and "in-sample" in warnings[0]
     assert main([*args, "--fit-split", "val", "--eval-split", "test"]) == 0
     assert "warning" not in capsys.readouterr().err
+
+
+def test_a_mistyped_command_is_an_argparse_error_listing_the_commands(capsys, tmp_path):
+    """Issue 11: `calibview reprot f.h5 --out o` opened the window with "file does not exist" dialogs."""
+    from calibview.cli import main, opens_window
+
+    assert not opens_window(["reprot", "f.h5", "--out", "o"])
+    with pytest.raises(SystemExit) as e:
+        main(["reprot", "f.h5", "--out", str(tmp_path / "o")])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "invalid choice: 'reprot'" in err and "report" in err and "metrics" in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_files_and_options_still_open_the_window(tmp_path):
+    from calibview.cli import opens_window
+
+    existing = tmp_path / "logits"          # an existing file without a suffix
+    existing.write_bytes(b"")
+    assert opens_window([])
+    assert opens_window(["--run", "resnet110-brier/cifar100"])
+    assert opens_window(["-style", "fusion"])
+    assert opens_window([str(existing)])
+    assert opens_window(["missing.h5"])      # names a file: the window says it does not exist
+    assert not opens_window(["report", "f.h5"])
+    assert not opens_window(["--help"])

@@ -73,13 +73,12 @@ def _auroc_correct_direct(conf, correct):
 def _torch_uncertainty_risk_coverage():
     """torch-uncertainty's risk_coverage.py loaded on its own: the package's __init__ imports lightning (its
     ``cpu`` extra, which also pulls torchvision and timm), while this file needs only torch, torchmetrics and
-    matplotlib. Not a test extra for that reason; skipped when torch-uncertainty is not installed."""
+    matplotlib. torch-uncertainty itself (einops, seaborn) is a test extra; lightning is not."""
     import importlib.util
     import pathlib
 
     spec = importlib.util.find_spec("torch_uncertainty")       # finds the package without importing it
-    if spec is None or not spec.submodule_search_locations:
-        pytest.skip("torch-uncertainty is not installed")
+    assert spec is not None and spec.submodule_search_locations, "torch-uncertainty (a test extra) is missing"
     path = pathlib.Path(list(spec.submodule_search_locations)[0]) / "metrics/classification/risk_coverage.py"
     mod_spec = importlib.util.spec_from_file_location("_tu_risk_coverage", path)
     module = importlib.util.module_from_spec(mod_spec)

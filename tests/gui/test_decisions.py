@@ -143,3 +143,15 @@ def test_threshold_move_latency_in_a_real_event_loop(qtbot, window, demo_file, c
               f"{1e3 * statistics.median(gaps):.2f} ms, max {1e3 * gaps.max():.2f} ms")
     assert med < 0.005 and p95 < 0.02
     assert math.isclose(window.decisions.threshold, slider_to_threshold(996))
+
+
+def test_the_accuracy_interval_has_its_estimates_precision(qtbot, window, tmp_path):
+    """Issue 11: "97.12 [96.8, 97.4]" gave the interval one decimal fewer than its estimate."""
+    import re
+    _open(qtbot, window, domains_file(tmp_path / "d.h5"))
+    window.decisions_dock.raise_()
+    qtbot.waitUntil(lambda: window.session.decisions is not None, timeout=WAIT_MS)
+    window.decisions.set_threshold(0.5)
+    text = window.decisions.table.item(0, 3).text()
+    numbers = re.findall(r"\d+\.(\d+)", text)
+    assert len(numbers) == 3 and len({len(d) for d in numbers}) == 1, text

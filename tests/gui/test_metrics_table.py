@@ -17,11 +17,12 @@ from calibview.core.evaluate import EvalRequest, evaluate  # noqa: E402
 from calibview.core.logits import write_run  # noqa: E402
 from calibview.core.metrics import METRIC_NAMES  # noqa: E402
 from calibview.core.report import metrics_csv, metrics_rows  # noqa: E402
-from calibview.gui.metrics_table import MetricsTable  # noqa: E402
+from calibview.gui.metrics_table import VALUE_TEXT_ROLE, MetricsTable  # noqa: E402
 
 DISPLAY, USER, TOOLTIP = Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.UserRole, Qt.ItemDataRole.ToolTipRole
-EXPECTED_HEADERS = ["Calibrator", "Acc %", "NLL", "Brier", "Brier (top)", "ECE %", "RMSCE %", "MCE %", "ACE %",
-                    "CW-ECE %", "dECE %", "smECE %", "CAL", "TOT", "Sharp. gap", "AURC", "E-AURC", "Acc@80 %",
+EXPECTED_HEADERS = ["Calibrator", "Acc %", "NLL", "Brier ×100", "Brier (top) ×100", "ECE %", "RMSCE %", "MCE %",
+                    "ACE %", "CW-ECE %", "dECE %", "smECE %", "CAL ×100", "TOT ×100", "Sharp. gap ×100",
+                    "AURC ×100", "E-AURC ×100", "Acc@80 %",
                     "Acc@90 %", "Acc@95 %", "Cov@95 %", "Cov@99 %", "AUROC", "AUROC (correct)"]
 CELL = re.compile(r"^(\S+)(?: \[(\S+), (\S+)\])?$")
 
@@ -69,6 +70,10 @@ def _close(text, exact, scale):
     """``text`` is ``exact * scale`` rounded to the decimals it shows (∞ only for an infinite value)."""
     if math.isinf(exact):
         return text == ("∞" if exact > 0 else "-∞")
+    if text == "≈0":                                       # an estimate clipped at 0
+        return exact == 0.0
+    if text[0] in "<>":                                    # non-zero, below the last decimal shown
+        return exact != 0.0 and abs(exact * scale) < float(text.lstrip("<>-"))
     decimals = len(text.split(".")[1]) if "." in text else 0
     return abs(_parse(text) - exact * scale) <= 0.5 * 10 ** -decimals + 1e-12
 
@@ -103,7 +108,7 @@ def test_every_cell_shows_the_evaluation_numbers(table, demo_ev):
             text = model.data(idx, DISPLAY)
             assert "nan" not in text.lower() and "inf" not in text.lower()
             value, lo, hi = CELL.match(text).groups()
-            scale = 100.0 if headers[col].endswith("%") else 1.0
+            scale = 100.0 if headers[col].endswith(("%", "×100")) else 1.0
             assert _close(value, est.value, scale), (m, text, est)
             assert lo is not None and _close(lo, est.lo, scale) and _close(hi, est.hi, scale), (m, text, est)
             assert model.data(idx, USER) == est.value        # the exact float, no rounding
@@ -264,3 +269,20 @@ def test_without_bootstrap_a_cell_shows_only_the_value(table, demo_file):
     text = table.metrics_proxy.data(table.metrics_proxy.index(0, 1 + METRIC_NAMES.index("ece")), DISPLAY)
     assert CELL.match(text).group(2) is None and "[" not in text
     assert _close(text, ev.results[0].metrics["ece"].value, 100.0)
+
+
+def test_precision_is_fixed_per_column_and_matches_the_shared_convention(table, demo_ev):
+    """Issue 11: precision jumped to 4-6 decimals when a calibrator with tiny values joined; dECE showed "0.0".
+    Every cell now reads as calibview.core.units says, whatever else the column holds."""
+    from calibview.core import units
+    table.set_evaluation(demo_ev)
+    model = table.metrics_proxy
+    for row in range(model.rowCount()):
+        result = demo_ev.results[row]
+        for col, m in enumerate(METRIC_NAMES, start=1):
+            est = result.metrics[m]
+            assert model.data(model.index(row, col), DISPLAY) == units.fmt_estimate(m, est.value, est.lo, est.hi)
+            text = model.data(model.index(row, col), VALUE_TEXT_ROLE)
+            if "." in text:
+                assert len(text.split(".")[1]) == units.unit(m).decimals, (m, text)
+        assert model.data(model.index(row, METRIC_NAMES.index("debiased_ece") + 1), DISPLAY) not in ("0.0", "0.00")

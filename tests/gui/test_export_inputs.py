@@ -1,0 +1,35 @@
+"""A window export never replaces the file it shows (issue 12, item 1)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+from PySide6 import QtCore
+
+from calibview.gui.main_window import MainWindow
+
+pytestmark = pytest.mark.qt
+
+
+def test_export_onto_the_open_file_is_refused(qtbot, tmp_path, demo_file):
+    data = tmp_path / "demo.h5"
+    shutil.copyfile(demo_file, data)
+    os.link(data, tmp_path / "alias.csv")
+    w = MainWindow(settings=QtCore.QSettings(str(tmp_path / "s.ini"), QtCore.QSettings.IniFormat))
+    qtbot.addWidget(w)
+    w.session.n_boot = 0
+    w.show()
+    w.open_files([data])
+    qtbot.waitUntil(lambda: not w.session.busy and w.session.evaluation is not None, timeout=120_000)
+    before = (data.read_bytes(), os.stat(data).st_mtime_ns)
+    for kind, path in (("metrics", data), ("json", tmp_path / "alias.csv"), ("png", data)):
+        w.last_error = None
+        assert w.export(kind, str(path)) is None
+        assert w.last_error is not None and "one of the inputs being read" in w.last_error[1]
+        if w.error_box is not None:
+            w.error_box.close()
+    assert (data.read_bytes(), os.stat(data).st_mtime_ns) == before
+    assert w.export("json", str(tmp_path / "c.json"))
+    w.close()
