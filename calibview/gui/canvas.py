@@ -155,6 +155,7 @@ class CalibrationCanvas(FigureMixin, CanvasExportMixin, QtWidgets.QWidget):
                 ax.setPen(pg.mkPen(t.foreground, width=1))
                 ax.setTextPen(pg.mkPen(t.foreground))
                 ax.setTickFont(font)
+                ax.enableAutoSIPrefix(False)
         self._top.setLabel("left", "accuracy (kernel estimate)", **label_style)
         self._bottom.setLabel("left", "density", **label_style)
         self._bottom.setLabel("bottom", "confidence", **label_style)

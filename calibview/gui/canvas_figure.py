@@ -27,7 +27,8 @@ class FigureMixin:
             box.setCurrentIndex(box.findData(layout))
             box.blockSignals(False)
         if layout == "grid" and self._grid is None:
-            self._grid = FigureView(theme=self._theme.name)
+            self._grid = FigureView(theme=self._theme.name, font_pt=9.5)
+            self._grid.wrap_subtitles = True
             self._grid.setMinimumSize(320, 260)
             self._stack.addWidget(self._grid)
         self._rebuild_grid()
@@ -77,6 +78,7 @@ class FigureMixin:
 
     def _on_x_range_changed(self, *_):
         lo, hi = self.x_range()
+        self._legend.follow(lo, hi)
         for plot in (self._top, self._bottom):
             for side in ("bottom", "top"):
                 plot.getAxis(side).setTicks(x_ticks(lo, hi))

@@ -195,8 +195,11 @@ class _Panel:
         spec = self.spec
         text = f"<b>{html.escape(spec.title)}</b>" if spec.title else ""
         if spec.subtitle:
-            text += (f"<br><span style='color:{t.muted}; font-size:{view.font_px * 0.8:.1f}px'>"
-                     f"{html.escape(spec.subtitle)}</span>")
+            sub = html.escape(spec.subtitle)
+            if view.wrap_subtitles and " · " in sub:      # narrow window panels: the numbers on two lines
+                head, _, last = sub.rpartition(" · ")
+                sub = f"{head}<br>{last}"
+            text += f"<br><span style='color:{t.muted}; font-size:{view.font_px * 0.8:.1f}px'>{sub}</span>"
         self.title.setText(f"<span style='color:{t.foreground}'>{text}</span>", size=f"{view.font_px:.1f}px")
         self.title.setVisible(bool(text))
         shown = [s for s in self.series if not s.faint and s.name not in view.hidden]
@@ -222,6 +225,7 @@ class FigureView(pg.GraphicsLayoutWidget):
 
     def __init__(self, parent=None, *, theme: str = "light", font_pt: float = 10.0, line_width_pt: float = 1.5):
         super().__init__(parent)
+        self.wrap_subtitles = False
         self.font_px = font_pt * LOGICAL_DPI / 72
         self.line_px = line_width_pt * LOGICAL_DPI / 72
         self.theme = THEMES[theme]

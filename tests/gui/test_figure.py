@@ -212,3 +212,13 @@ def test_lengths_and_legend_units():
 def test_calibrator_panels_overlay_and_grid(evaluation):
     assert len(calibrator_panels(evaluation.results, layout="overlay")) == 1
     assert len(calibrator_panels(evaluation.results, layout="grid")) == len(NAMES) - 1
+
+
+def test_legend_stays_in_view_when_zooming(canvas):
+    canvas.set_x_range("high")
+    lo, hi = canvas.x_range()
+    assert lo <= canvas._legend.pos().x() <= hi
+    canvas._legend.frac = (0.6, 0.4)                 # as if dragged to the lower right
+    canvas.set_x_range("full")
+    assert canvas._legend.pos().x() == pytest.approx(0.6) and canvas._legend.pos().y() == pytest.approx(0.4)
+    assert canvas._bottom.getAxis("bottom").labelText == "confidence"        # no "(x0.001)" when zoomed
