@@ -252,3 +252,18 @@ def test_binary_run_is_drawn_from_one_half(qtbot, binary, tmp_path):
     assert c.x_range() == pytest.approx((0.5, 1.0))
     rows = curves_csv([binary]).splitlines()[1:]
     assert min(float(r.split(",")[6]) for r in rows) == pytest.approx(0.5, abs=1e-3)
+
+
+def test_grid_hover_and_range_box(qtbot, canvas):
+    from PySide6 import QtCore
+    canvas.set_layout("grid")
+    panel = canvas.grid_view.panels[1]
+    got = []
+    canvas.hover_changed.connect(got.append)
+    pos = panel.top.vb.mapViewToScene(QtCore.QPointF(0.9, 0.5))
+    canvas._on_grid_mouse_moved(pos)
+    assert got and got[-1].startswith("conf 0.90") and panel.series[-1].name in got[-1]
+    canvas.set_x_range("high")
+    assert canvas.toolbar.range_box.currentData() == "high"
+    canvas.set_x_range((0.5, 0.7))                   # as after a wheel zoom: no preset claimed
+    assert canvas.toolbar.range_box.currentIndex() == -1
