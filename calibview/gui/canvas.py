@@ -3,6 +3,10 @@
 Everything numeric comes from the core (``CalibratorResult.curve`` / ``smoothing.sharpness_curve``); this module
 only draws. Items are created once per ``set_results`` and updated in place with ``setData`` afterwards, so a
 bandwidth change costs one O(grid) curve per visible calibrator plus a repaint.
+
+The curve items live in curve_items.py; the grid layout, bands, range and publication exports in
+canvas_figure.py (drawn by figure.py / figure_export.py); the controls above the plot in canvas_nav.py; the
+screen-resolution PNG/SVG and report's classic diagram.png in canvas_export.py.
 """
 
 from __future__ import annotations
