@@ -178,10 +178,10 @@ class _Panel:
         for plot in (self.top, self.bottom):
             plot.getAxis("left").setWidth(width if self.show_y else round(view.font_px * 1.6))
             plot.getAxis("left").setStyle(showValues=self.show_y)
-        self.top.setLabel("left", "accuracy" if self.show_y else "", **label_style)
+        self.top.setLabel("left", self.spec.y_label if self.show_y else "", **label_style)
         self.bottom.setLabel("left", "density" if self.show_y else "", **label_style)
         self.bottom.getAxis("bottom").setStyle(showValues=True)
-        self.bottom.setLabel("bottom", "confidence" if self.show_x else "", **label_style)
+        self.bottom.setLabel("bottom", self.spec.x_label if self.show_x else "", **label_style)
         self.bottom.getAxis("bottom").setHeight(round(view.font_px * (2.8 if self.show_x else 1.5)))
         self.diagonal.setPen(pg.mkPen(t.diagonal, width=1, style=QtCore.Qt.PenStyle.DashLine))
         for region in self.floor_lines:
