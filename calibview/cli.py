@@ -363,7 +363,7 @@ def _cmd_report(args) -> int:
             _compare.write_compare(engine, evaluations, args, folder.dir, figure)
         firsts = _first_settings(evaluations)
         if not args.no_diagram:
-            _write_diagrams(firsts, folder.dir, figure)
+            _write_diagrams(firsts, folder.dir, figure, engine)
     for note in notes:
         print(f"calibview: {note}", file=sys.stderr)
     for message in messages + folder.notes:
@@ -398,7 +398,7 @@ def _first_settings(evaluations) -> list:
     return out
 
 
-def _write_diagrams(evaluations, out: Path, figure=None) -> list[Path]:
+def _write_diagrams(evaluations, out: Path, figure=None, engine=None) -> list[Path]:
     """diagram.png (one run) or diagram_<model>_<dataset>.png per run, drawn offscreen by the GUI's canvas; with
     ``figure`` (options, formats) one publication figure per format instead (gui.figure_export)."""
     try:
@@ -425,6 +425,13 @@ def _write_diagrams(evaluations, out: Path, figure=None) -> list[Path]:
                                        subtitle_of=lambda r: legend_numbers(r.metrics))
             paths += render_figure(panels, out / name, opts, bandwidth=ev.request.bandwidth,
                                    kernel=ev.request.kernel, formats=formats)
+            if ev.k == 2 and engine is not None:       # binary: the positive-class diagram besides
+                from .gui.figure_spec import positive_class_panels
+                scored = engine.scored(ev.request)
+                panels = positive_class_panels(ev.results, {nm: sc.stats for nm, sc in scored.items()},
+                                               layout=opts.layout)
+                paths += render_figure(panels, out / name.replace("diagram", "diagram_positive", 1), opts,
+                                       bandwidth=ev.request.bandwidth, kernel=ev.request.kernel, formats=formats)
             continue
         render_diagram_png(list(ev.results), out / name, bandwidth=ev.request.bandwidth, kernel=ev.request.kernel,
                            title=title)

@@ -3,6 +3,10 @@
 Everything numeric comes from the core (``CalibratorResult.curve`` / ``smoothing.sharpness_curve``); this module
 only draws. Items are created once per ``set_results`` and updated in place with ``setData`` afterwards, so a
 bandwidth change costs one O(grid) curve per visible calibrator plus a repaint.
+
+The curve items live in curve_items.py; the grid layout, bands, range and publication exports in
+canvas_figure.py (drawn by figure.py / figure_export.py); the controls above the plot in canvas_nav.py; the
+screen-resolution PNG/SVG and report's classic diagram.png in canvas_export.py.
 """
 
 from __future__ import annotations
@@ -89,6 +93,14 @@ class CalibrationCanvas(FigureMixin, CanvasExportMixin, QtWidgets.QWidget):
 
         self._diagonal = pg.PlotCurveItem(x=np.array([0.0, 1.0]), y=np.array([0.0, 1.0]), antialias=True)
         self._diagonal.setZValue(-20)
+        self._floor = []            # [0, 1/K): no top-label confidence lies there; shaded, nothing drawn
+        for plot in (self._top, self._bottom):
+            region = pg.LinearRegionItem(values=(0.0, 0.0), movable=False)
+            region.setZValue(-25)
+            for line in region.lines:
+                line.setPen(pg.mkPen(None))
+            plot.addItem(region, ignoreBounds=True)
+            self._floor.append(region)
         self._top.addItem(self._diagonal, ignoreBounds=True)
         self._legend = DraggableLegend((0.015, 0.975))
         self._legend.setZValue(50)
@@ -155,6 +167,7 @@ class CalibrationCanvas(FigureMixin, CanvasExportMixin, QtWidgets.QWidget):
                 ax.setPen(pg.mkPen(t.foreground, width=1))
                 ax.setTextPen(pg.mkPen(t.foreground))
                 ax.setTickFont(font)
+                ax.enableAutoSIPrefix(False)
         self._top.setLabel("left", "accuracy (kernel estimate)", **label_style)
         self._bottom.setLabel("left", "density", **label_style)
         self._bottom.setLabel("bottom", "confidence", **label_style)
@@ -177,6 +190,9 @@ class CalibrationCanvas(FigureMixin, CanvasExportMixin, QtWidgets.QWidget):
         self._update_legend()
         self._set_readout("")
         self.toolbar.set_items([(s.name, s.result.label) for s in self._series], self._band_hidden)
+        k = max((s.k for s in self._series), default=0)
+        for region in self._floor:
+            region.setRegion((0.0, 1.0 / k if k > 1 else 0.0))
         self._rebuild_grid()
 
     def set_visible(self, names: Iterable[str]) -> None:
@@ -222,6 +238,8 @@ class CalibrationCanvas(FigureMixin, CanvasExportMixin, QtWidgets.QWidget):
         for grid in self._grids:
             grid.setPen(pg.mkPen(qcolor(t.grid, t.grid_alpha), width=1))
         self._diagonal.setPen(pg.mkPen(t.diagonal, width=1.2, style=QtCore.Qt.PenStyle.DashLine))
+        for region in self._floor:
+            region.setBrush(pg.mkBrush(qcolor(t.grid, max(12, t.grid_alpha // 2))))
         for line in self._hover_lines:
             line.setPen(pg.mkPen(qcolor(t.hover, 170), width=1, style=QtCore.Qt.PenStyle.DotLine))
         self._legend.border = pg.mkPen(t.legend_border, width=1)

@@ -27,7 +27,9 @@ class FigureMixin:
             box.setCurrentIndex(box.findData(layout))
             box.blockSignals(False)
         if layout == "grid" and self._grid is None:
-            self._grid = FigureView(theme=self._theme.name)
+            self._grid = FigureView(theme=self._theme.name, font_pt=9.5)
+            self._grid.wrap_subtitles = True
+            self._grid.scene().sigMouseMoved.connect(self._on_grid_mouse_moved)
             self._grid.setMinimumSize(320, 260)
             self._stack.addWidget(self._grid)
         self._rebuild_grid()
@@ -62,14 +64,30 @@ class FigureMixin:
     def set_x_range(self, preset) -> None:
         """The confidence range: "full" ([0, 1]), "domain" ([1/K, 1]), "high" ([0.8, 1]) or a (lo, hi) pair."""
         if isinstance(preset, str):
-            k = max((s.k for s in self._series), default=0)
-            lo = {"full": 0.0, "domain": 1.0 / k if k > 1 else 0.0, "high": 0.8}[preset]
-            lo, hi = lo, 1.0
+            lo, hi = self._preset_range(preset)
         else:
             lo, hi = (float(v) for v in preset)
         self._top.setXRange(lo, hi, padding=0)
         if self._grid is not None:
             self._grid.set_x_range(lo, hi)
+
+    def _preset_range(self, preset: str) -> tuple[float, float]:
+        k = max((s.k for s in self._series), default=0)
+        lo = {"full": 0.0, "domain": 1.0 / k if k > 1 else 0.0, "high": 0.8}[preset]
+        return round(lo, 6), 1.0
+
+    def _on_grid_mouse_moved(self, pos) -> None:
+        """Hover readout in the grid: the calibrator of the panel under the pointer (and the grey reference)."""
+        from PySide6 import QtCore
+        pos = QtCore.QPointF(pos)
+        for panel in self._grid.panels:
+            for plot in (panel.top, panel.bottom):
+                if plot.vb.sceneBoundingRect().contains(pos):
+                    x = min(max(float(plot.vb.mapSceneToView(pos).x()), 0.0), 1.0)
+                    parts = [f"conf {x:.2f}"] + [s.readout(x, self._bandwidth) for s in panel.series]
+                    self._set_readout(" | ".join(parts))
+                    return
+        self._set_readout("")
 
     def x_range(self) -> tuple[float, float]:
         lo, hi = self._top.vb.viewRange()[0]
@@ -77,6 +95,10 @@ class FigureMixin:
 
     def _on_x_range_changed(self, *_):
         lo, hi = self.x_range()
+        self._legend.follow(lo, hi)
+        box = self.toolbar.range_box           # a preset's name only while the range is that preset
+        match = [i for i in range(box.count()) if self._preset_range(box.itemData(i)) == (round(lo, 6), round(hi, 6))]
+        box.setCurrentIndex(match[0] if match else -1)
         for plot in (self._top, self._bottom):
             for side in ("bottom", "top"):
                 plot.getAxis(side).setTicks(x_ticks(lo, hi))

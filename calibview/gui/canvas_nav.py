@@ -47,11 +47,10 @@ class DraggableLegend(pg.TextItem):
     """The legend box: drag it anywhere over the plot (it keeps its place when the curves change); a double
     click puts it back in its default corner."""
 
-    moved = None
-
     def __init__(self, default=(0.015, 0.985)):
         super().__init__(anchor=(0, 0))
         self.default = default
+        self.frac = default             # (fraction of the x range, accuracy) of the top-left corner
         self.user_moved = False
         self.setAcceptedMouseButtons(QtCore.Qt.MouseButton.LeftButton)
         self.setCursor(QtCore.Qt.CursorShape.OpenHandCursor)
@@ -68,6 +67,14 @@ class DraggableLegend(pg.TextItem):
         delta = parent.mapFromScene(ev.scenePos()) - parent.mapFromScene(ev.lastScenePos())
         self.setPos(self.pos() + delta)
         self.user_moved = True
+        vb = self.getViewBox()
+        if vb is not None:              # remember the place relative to the view, so zoom and pan keep it
+            (x0, x1), _ = vb.viewRange()
+            self.frac = ((self.pos().x() - x0) / max(x1 - x0, 1e-12), self.pos().y())
+
+    def follow(self, lo: float, hi: float) -> None:
+        """Keep the legend at its place in the plot when the confidence range changes."""
+        self.setPos(lo + self.frac[0] * (hi - lo), self.frac[1])
 
     def mouseDoubleClickEvent(self, ev):  # noqa: N802 (Qt override)
         self.reset()
@@ -75,7 +82,12 @@ class DraggableLegend(pg.TextItem):
 
     def reset(self):
         self.user_moved = False
-        self.setPos(*self.default)
+        self.frac = self.default
+        vb = self.getViewBox()
+        if vb is not None:
+            self.follow(*vb.viewRange()[0])
+        else:
+            self.setPos(*self.default)
 
 
 class CanvasToolbar(QtWidgets.QWidget):

@@ -121,12 +121,15 @@ class Series:
         top.addItem(self.curve, ignoreBounds=True)
         bottom.addItem(self.density, ignoreBounds=True)
 
-        bins = result.bins
-        acc, conf = np.asarray(bins.accuracy, float), np.asarray(bins.confidence, float)
-        keep = np.isfinite(acc) & np.isfinite(conf) & (np.asarray(bins.count) > 0)
-        lo = np.asarray(result.bin_acc_lo, float)[keep]
-        hi = np.asarray(result.bin_acc_hi, float)[keep]
-        bx, by = conf[keep], acc[keep]
+        bins = getattr(result, "bins", None)        # reliability bins: absent from e.g. a positive-class curve
+        if bins is not None:
+            acc, conf = np.asarray(bins.accuracy, float), np.asarray(bins.confidence, float)
+            keep = np.isfinite(acc) & np.isfinite(conf) & (np.asarray(bins.count) > 0)
+            lo = np.asarray(result.bin_acc_lo, float)[keep]
+            hi = np.asarray(result.bin_acc_hi, float)[keep]
+            bx, by = conf[keep], acc[keep]
+        else:
+            bx = by = lo = hi = np.zeros(0)
         self.bin_errors = pg.ErrorBarItem(x=bx, y=by, top=np.clip(hi - by, 0, None), bottom=np.clip(by - lo, 0, None),
                                           beam=0.012)
         self.bin_points = pg.ScatterPlotItem(x=bx, y=by, size=6, symbol="o", antialias=True)

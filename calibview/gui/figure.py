@@ -111,6 +111,7 @@ class _Panel:
         layout.layout.setRowStretchFactor(2, 1)
         self.bottom.setXLink(self.top)
         self.show_x, self.show_y = show_x, show_y
+        self.first = row == 0 and col == 0
         self.diagonal = pg.PlotCurveItem(x=np.array([0.0, 1.0]), y=np.array([0.0, 1.0]), antialias=True)
         self.diagonal.setZValue(-20)
         self.top.addItem(self.diagonal, ignoreBounds=True)
@@ -158,8 +159,8 @@ class _Panel:
         self.top.getAxis("bottom").setStyle(showValues=False)
         self.top.getAxis("bottom").setHeight(3)
         self.bottom.getAxis("top").setHeight(3)
-        self.top.getAxis("right").setWidth(3)
-        self.bottom.getAxis("right").setWidth(3)
+        self.top.getAxis("right").setWidth(round(view.font_px * 0.7))     # room for the "1" under the edge
+        self.bottom.getAxis("right").setWidth(round(view.font_px * 0.7))
 
     def style(self, view: "FigureView", t: Theme) -> None:
         fg = t.foreground
@@ -173,14 +174,14 @@ class _Panel:
                 ax.setTextPen(pg.mkPen(fg))
                 ax.setTickFont(font)
                 ax.enableAutoSIPrefix(False)
-        width = round(view.font_px * 2.6)
+        width = round(view.font_px * 3.6)        # tick labels and the rotated axis title side by side
         for plot in (self.top, self.bottom):
             plot.getAxis("left").setWidth(width if self.show_y else round(view.font_px * 1.6))
             plot.getAxis("left").setStyle(showValues=self.show_y)
-        self.top.setLabel("left", "accuracy" if self.show_y else "", **label_style)
+        self.top.setLabel("left", self.spec.y_label if self.show_y else "", **label_style)
         self.bottom.setLabel("left", "density" if self.show_y else "", **label_style)
         self.bottom.getAxis("bottom").setStyle(showValues=True)
-        self.bottom.setLabel("bottom", "confidence" if self.show_x else "", **label_style)
+        self.bottom.setLabel("bottom", self.spec.x_label if self.show_x else "", **label_style)
         self.bottom.getAxis("bottom").setHeight(round(view.font_px * (2.8 if self.show_x else 1.5)))
         self.diagonal.setPen(pg.mkPen(t.diagonal, width=1, style=QtCore.Qt.PenStyle.DashLine))
         for region in self.floor_lines:
@@ -194,9 +195,15 @@ class _Panel:
     def update_title(self, view: "FigureView", t: Theme) -> None:
         spec = self.spec
         text = f"<b>{html.escape(spec.title)}</b>" if spec.title else ""
+        faint = [s for s in self.series if s.faint]
         if spec.subtitle:
-            text += (f"<br><span style='color:{t.muted}; font-size:{view.font_px * 0.8:.1f}px'>"
-                     f"{html.escape(spec.subtitle)}</span>")
+            sub = html.escape(spec.subtitle)
+            if (view.wrap_subtitles or view.columns >= 3) and " · " in sub:      # narrow window panels: the numbers on two lines
+                head, _, last = sub.rpartition(" · ")
+                sub = f"{head}<br>{last}"
+            if self.first and faint and len(view.panels) > 1:       # say once what the grey curve is
+                sub += f" · grey: {html.escape(faint[0].name.lower())}"
+            text += f"<br><span style='color:{t.muted}; font-size:{view.font_px * 0.8:.1f}px'>{sub}</span>"
         self.title.setText(f"<span style='color:{t.foreground}'>{text}</span>", size=f"{view.font_px:.1f}px")
         self.title.setVisible(bool(text))
         shown = [s for s in self.series if not s.faint and s.name not in view.hidden]
@@ -207,10 +214,13 @@ class _Panel:
         for s in shown:
             color = themed_color(s.color, t.name)
             dash = "&#9473;&#9473;" if s.dash is None else "&#9476;&#9476;"
+            if s.faint:
+                color = t.muted
             rows.append(f"<tr><td><span style='color:{color}; font-weight:bold'>{dash}</span></td>"
                         f"<td style='padding-left:3px'>{html.escape(s.name)}</td>"
                         f"<td align='right' style='padding-left:6px'>"
-                        f"{html.escape(legend_numbers(s.result.metrics, ('ece',)))}</td></tr>")
+                        f"{'' if s.faint and len(view.panels) > 1 else html.escape(legend_numbers(s.result.metrics, ('ece',)))}"
+                        f"</td></tr>")
         self.legend.setHtml(f"<table cellspacing='0' style='color:{t.foreground}; "
                             f"font-size:{view.font_px * 0.9:.1f}px'>" + "".join(rows) + "</table>")
         self.legend.setPos(0.985, 0.02)       # bottom right: above it the over-confident curves rarely reach
@@ -222,6 +232,8 @@ class FigureView(pg.GraphicsLayoutWidget):
 
     def __init__(self, parent=None, *, theme: str = "light", font_pt: float = 10.0, line_width_pt: float = 1.5):
         super().__init__(parent)
+        self.wrap_subtitles = False
+        self.columns = 1
         self.font_px = font_pt * LOGICAL_DPI / 72
         self.line_px = line_width_pt * LOGICAL_DPI / 72
         self.theme = THEMES[theme]
@@ -245,6 +257,7 @@ class FigureView(pg.GraphicsLayoutWidget):
         colors = assign_colors(it.color_key for it in items)
         dashes = assign_dashes(it.dash_key for it in items)
         rows, cols = grid_shape(len(panels))
+        self.columns = cols
         for i, spec in enumerate(panels):
             r, c = divmod(i, cols)
             last_row = i + cols >= len(panels)

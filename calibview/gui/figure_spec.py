@@ -62,6 +62,8 @@ class PanelSpec:
     title: str
     items: tuple = ()
     subtitle: str = ""
+    x_label: str = "confidence"
+    y_label: str = "accuracy"
 
     @property
     def k(self) -> int:
@@ -104,6 +106,21 @@ def calibrator_panels(results: Iterable, *, k: int = 0, layout: str = "grid", da
     return split_panels(items, panel_of=lambda it: it.color_key, layout=layout,
                         title_of=lambda key, its: its[0].label, subtitle_of=sub,
                         reference=lambda it: it.color_key == "none" and len(items) > 1)
+
+
+def positive_class_panels(results: Iterable, sample_stats, *, layout: str = "grid") -> list[PanelSpec]:
+    """A binary run's positive-class diagram (core.positive_class): P(y = 1) against the predicted probability
+    of class 1 over [0, 1], one panel per calibrator (the uncalibrated one faint in each) or overlaid.
+    ``sample_stats``: calibrator name -> per-sample vectors (``Engine.scored(req)[name].stats``)."""
+    from ..core.positive_class import positive_class
+    items = [CurveItem(result=positive_class(r.name, r.label, sample_stats[r.name], r.metrics), label=r.label,
+                       color_key=r.name, k=0) for r in results if r.name in sample_stats]
+    panels = split_panels(items, panel_of=lambda it: it.color_key, layout=layout,
+                          title_of=lambda key, its: its[0].label,
+                          reference=lambda it: it.color_key == "none" and len(items) > 1)
+    if layout == "overlay" and panels:
+        panels[0] = replace(panels[0], title="Positive class")
+    return [replace(p, x_label="predicted P(y = 1)", y_label="P(y = 1) (kernel estimate)") for p in panels]
 
 
 _UNITS_IN = {"in": 1.0, "inch": 1.0, "cm": 1 / 2.54, "mm": 1 / 25.4, "pt": 1 / 72}

@@ -16,7 +16,7 @@ from PySide6 import QtCore, QtGui, QtWidgets  # noqa: E402
 
 from calibview.core import smoothing  # noqa: E402
 from calibview.core.evaluate import EvalRequest, evaluate  # noqa: E402
-from calibview.gui import canvas as canvas_mod, curve_items  # noqa: E402
+from calibview.gui import curve_items  # noqa: E402
 from calibview.gui.canvas import DRAW_FLOOR, CalibrationCanvas, render_diagram_png  # noqa: E402
 from calibview.gui.theme import THEMES, calibrator_color  # noqa: E402
 

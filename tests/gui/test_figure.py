@@ -212,3 +212,58 @@ def test_lengths_and_legend_units():
 def test_calibrator_panels_overlay_and_grid(evaluation):
     assert len(calibrator_panels(evaluation.results, layout="overlay")) == 1
     assert len(calibrator_panels(evaluation.results, layout="grid")) == len(NAMES) - 1
+
+
+def test_legend_stays_in_view_when_zooming(canvas):
+    canvas.set_x_range("high")
+    lo, hi = canvas.x_range()
+    assert lo <= canvas._legend.pos().x() <= hi
+    canvas._legend.frac = (0.6, 0.4)                 # as if dragged to the lower right
+    canvas.set_x_range("full")
+    assert canvas._legend.pos().x() == pytest.approx(0.6) and canvas._legend.pos().y() == pytest.approx(0.4)
+    assert canvas._bottom.getAxis("bottom").labelText == "confidence"        # no "(x0.001)" when zoomed
+
+
+@pytest.fixture(scope="module")
+def binary(tmp_path_factory):
+    from calibview.core.logits import write_run
+    rng = np.random.default_rng(0)
+    path = tmp_path_factory.mktemp("bin") / "bin.h5"
+    for split, n in (("val", 3000), ("test", 3000)):
+        y = rng.integers(0, 2, n)
+        z = rng.normal(0, 1.5, n) + (2 * y - 1) * 1.2
+        write_run(path, "net", "toy", split, logits=np.stack([-z / 2, z / 2], 1).astype(np.float32), labels=y)
+    return evaluate(EvalRequest(file=str(path), run="net/toy", calibrators=("none", "ts"), n_boot=0))
+
+
+def test_binary_run_is_drawn_from_one_half(qtbot, binary, tmp_path):
+    from calibview.core.report import curves_csv
+    c = CalibrationCanvas()
+    qtbot.addWidget(c)
+    c.resize(700, 500)
+    c.show()
+    c.set_results(binary.results)
+    for r in binary.results:
+        x, y = c.drawn_curve(r.name)
+        assert np.isnan(y[x < 0.5 - 1e-9]).all() and np.isfinite(y[x >= 0.5]).any()
+        assert c._get(r.name).density.path().boundingRect().left() >= 0.5 - 1e-9
+    assert c._floor[0].getRegion() == pytest.approx((0.0, 0.5))
+    c.set_x_range("domain")
+    assert c.x_range() == pytest.approx((0.5, 1.0))
+    rows = curves_csv([binary]).splitlines()[1:]
+    assert min(float(r.split(",")[6]) for r in rows) == pytest.approx(0.5, abs=1e-3)
+
+
+def test_grid_hover_and_range_box(qtbot, canvas):
+    from PySide6 import QtCore
+    canvas.set_layout("grid")
+    panel = canvas.grid_view.panels[1]
+    got = []
+    canvas.hover_changed.connect(got.append)
+    pos = panel.top.vb.mapViewToScene(QtCore.QPointF(0.9, 0.5))
+    canvas._on_grid_mouse_moved(pos)
+    assert got and got[-1].startswith("conf 0.90") and panel.series[-1].name in got[-1]
+    canvas.set_x_range("high")
+    assert canvas.toolbar.range_box.currentData() == "high"
+    canvas.set_x_range((0.5, 0.7))                   # as after a wheel zoom: no preset claimed
+    assert canvas.toolbar.range_box.currentIndex() == -1
