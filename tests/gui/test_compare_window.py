@@ -101,6 +101,8 @@ def test_comparing_two_runs_shows_both_diagrams_and_the_paired_differences(qtbot
     # hiding a calibrator hides its curves in every layout
     s.set_visible({"ts"})
     assert [se.curve.isVisible() for se in view.panels[0].series] == [False, True, False, True]
+    table = window.compare_view.table                  # and its columns in the Compare tab
+    assert [table.isColumnHidden(j) for j in range(4)] == [True, True, False, False]
     s.set_visible({"none", "ts"})
     fig.set_layout("run")
     png = fig.export(str(tmp_path / "cmp.png"))[0]
