@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import logging
 import sys
 import threading
@@ -125,6 +126,40 @@ def _int_or_text(text: str):
         return text              # refused with the valid choices by the request check
 
 
+def _add_figure_options(p) -> None:
+    """The diagram files as publication figures (any of these options: the figure renderer, gui.figure)."""
+    g = p.add_argument_group("figure", "diagram files as figures for papers and slides (light theme, vector PDF/SVG)")
+    g.add_argument("--layout", choices=("overlay", "grid"),
+                   help="overlay: every calibrator in one plot; grid: one panel per calibrator (default: overlay)")
+    g.add_argument("--format", dest="figure_format", metavar="FMT[,FMT]",
+                   help="diagram file formats among png, svg, pdf (default: png)")
+    g.add_argument("--dpi", type=float, help="PNG resolution (default 300)")
+    g.add_argument("--figure-width", metavar="WIDTH",
+                   help="figure width: 3.5in (one column), 7in (two columns), 18cm, 2100px (default 7in)")
+    g.add_argument("--font-size", type=float, metavar="PT", help="font size in points (default 8)")
+    g.add_argument("--line-width", type=float, metavar="PT", help="curve width in points (default 1.2)")
+
+
+def _figure_options(args):
+    """FigureOptions from the command line, or None when no figure option was given (the classic diagram.png)."""
+    given = [args.layout, args.figure_format, args.dpi, args.figure_width, args.font_size, args.line_width]
+    if all(v is None for v in given):
+        return None
+    from .gui.figure_spec import FigureOptions, parse_formats, parse_length
+
+    dpi = 300.0 if args.dpi is None else float(args.dpi)
+    if not 10 <= dpi <= 2400:
+        raise CalibviewError(f"--dpi {args.dpi:g} is out of range; choose between 10 and 2400")
+    try:
+        width = parse_length(args.figure_width or "7in", dpi)
+        formats = parse_formats(args.figure_format or "png")
+    except ValueError as e:
+        raise CalibviewError(str(e)) from None
+    opts = FigureOptions(width_in=width, dpi=dpi, layout=args.layout or "overlay",
+                         font_pt=args.font_size or 8.0, line_width_pt=args.line_width or 1.2)
+    return opts, formats
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="calibview", description="Calibration and sharpness of stored classifier logits.")
@@ -137,6 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-diagram", action="store_true", help="skip diagram.png (it needs Qt, drawn offscreen)")
     p.add_argument("--force", action="store_true",
                    help="write into a non-empty --out that holds no earlier report's manifest.json")
+    _add_figure_options(p)
     from .core.report_selective import add_report_options
     add_report_options(p)          # --audit, --target-precision: selective.csv, audit.csv, thresholds.csv
 
@@ -307,6 +343,7 @@ def _cmd_report(args) -> int:
 
     audit = parse_thresholds(args.audit)
     check_target(args.target_precision)
+    figure = None if args.no_diagram else _figure_options(args)
     inputs = [args.shards or args.file or str(demo_path())]
     settings = {k: v for k, v in vars(args).items() if k not in ("out", "log_level", "quiet", "force")}
     folder = ReportFolder(args.out, inputs=inputs, settings=settings, force=args.force)   # refused before any work
@@ -319,7 +356,7 @@ def _cmd_report(args) -> int:
             _write_domains(evaluations, engine, folder.dir)
         firsts = _first_settings(evaluations)
         if not args.no_diagram:
-            _write_diagrams(firsts, folder.dir)
+            _write_diagrams(firsts, folder.dir, figure, engine)
     for note in notes:
         print(f"calibview: {note}", file=sys.stderr)
     for message in messages + folder.notes:
@@ -352,10 +389,14 @@ def _first_settings(evaluations) -> list:
     return out
 
 
-def _write_diagrams(evaluations, out: Path) -> list[Path]:
-    """diagram.png (one run) or diagram_<model>_<dataset>.png per run, drawn offscreen by the GUI's canvas."""
+def _write_diagrams(evaluations, out: Path, figure=None, engine=None) -> list[Path]:
+    """diagram.png (one run) or diagram_<model>_<dataset>.png per run, drawn offscreen by the GUI's canvas; with
+    ``figure`` (options, formats) one publication figure per format instead (gui.figure_export)."""
     try:
         from .gui.canvas import render_diagram_png
+        from .gui.figure import legend_numbers
+        from .gui.figure_export import render_figure
+        from .gui.figure_spec import calibrator_panels
     except ImportError as e:          # a headless install without Qt still gets the CSV and JSON
         print(f"calibview: warning: no diagram.png ({e}); install PySide6 and pyqtgraph for it.", file=sys.stderr)
         return []
@@ -367,6 +408,22 @@ def _write_diagrams(evaluations, out: Path) -> list[Path]:
         name = "_".join(["diagram"] + ["".join(c if c.isalnum() or c in "-." else "_" for c in p)
                                        for p in parts]) + ".png"
         title = f"{ev.run.name} · {ev.request.eval_split} (N = {ev.n_eval:,}, K = {ev.k})"
+        if figure is not None:
+            opts, formats = figure
+            opts = dataclasses.replace(opts, title=title, extra={"bandwidth": f"{ev.request.bandwidth:g}",
+                                                                  "kernel": ev.request.kernel})
+            panels = calibrator_panels(ev.results, k=ev.k, layout=opts.layout,
+                                       subtitle_of=lambda r: legend_numbers(r.metrics))
+            paths += render_figure(panels, out / name, opts, bandwidth=ev.request.bandwidth,
+                                   kernel=ev.request.kernel, formats=formats)
+            if ev.k == 2 and engine is not None:       # binary: the positive-class diagram besides
+                from .gui.figure_spec import positive_class_panels
+                scored = engine.scored(ev.request)
+                panels = positive_class_panels(ev.results, {nm: sc.stats for nm, sc in scored.items()},
+                                               layout=opts.layout)
+                paths += render_figure(panels, out / name.replace("diagram", "diagram_positive", 1), opts,
+                                       bandwidth=ev.request.bandwidth, kernel=ev.request.kernel, formats=formats)
+            continue
         render_diagram_png(list(ev.results), out / name, bandwidth=ev.request.bandwidth, kernel=ev.request.kernel,
                            title=title)
         paths.append(out / name)

@@ -169,7 +169,9 @@ CURVE_COLUMNS = ("model", "dataset", "split", "calibrator", "bandwidth", "kernel
 
 def curves_csv(evaluations: Iterable[Evaluation], bandwidth: float | None = None, kernel: str | None = None) -> str:
     """Long format: one row per grid point per calibrator and (bandwidth, kernel); curve/band are empty where the
-    density is zero. Each evaluation is drawn at its own request's bandwidth and kernel unless both are given."""
+    density is zero. Each evaluation is drawn at its own request's bandwidth and kernel unless both are given.
+    Grid points below 1/K are left out (no top-label confidence lies there); the grid itself is unchanged, so
+    the x values stay comparable across runs."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(CURVE_COLUMNS)
@@ -181,7 +183,8 @@ def curves_csv(evaluations: Iterable[Evaluation], bandwidth: float | None = None
             for h, kern in pairs:
                 c = r.curve(h, kern)
                 ident = [ev.run.model, ev.run.dataset, ev.request.eval_split, r.name, repr(float(h)), kern]
-                for i in range(c.x.shape[0]):
+                first = int(np.searchsorted(c.x, 1.0 / ev.k - 1e-9)) if ev.k > 1 else 0
+                for i in range(first, c.x.shape[0]):
                     ok = bool(c.valid[i])
                     w.writerow(ident + [repr(float(c.x[i])),
                                         _fmt(c.curve[i]) if ok else "", _fmt(c.band_lo[i]) if ok else "",

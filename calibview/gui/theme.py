@@ -1,7 +1,7 @@
 """Colours of the light and dark themes and of the calibrators, shared by the canvas and the window.
 
-Calibrator colours come from the Okabe-Ito palette (distinguishable under the common colour-vision
-deficiencies) and are stable: a calibrator keeps its colour whichever others are shown, and in both themes.
+Calibrator colours come from gui.palette (3:1 against both backgrounds, neighbours distinguishable under
+deuteranopia) and are stable: a known calibrator keeps its colour whichever others are shown, and in both themes.
 """
 
 from __future__ import annotations
@@ -23,31 +23,15 @@ OKABE_ITO = {
     "yellow": "#F0E442",
 }
 
-# Known calibrators get a fixed colour; "none" (the uncalibrated baseline) a neutral grey that reads on both
-# backgrounds. Others take the palette in order of first appearance, by their index in the list shown.
-_FIXED = {
-    "none": "#8C8C8C",
-    "ts": OKABE_ITO["blue"],
-    "ts-grid": OKABE_ITO["vermillion"],
-    "vs": OKABE_ITO["bluish_green"],
-    "ms": OKABE_ITO["reddish_purple"],
-    "dirichlet": OKABE_ITO["orange"],
-    "hb": OKABE_ITO["sky_blue"],
-    "ir": "#A6761D",
-    "platt": OKABE_ITO["bluish_green"],
-    "beta": OKABE_ITO["reddish_purple"],
-    "mrr": OKABE_ITO["yellow"],
-}
-_CYCLE = (OKABE_ITO["blue"], OKABE_ITO["vermillion"], OKABE_ITO["bluish_green"], OKABE_ITO["reddish_purple"],
-          OKABE_ITO["orange"], OKABE_ITO["sky_blue"], "#A6761D", OKABE_ITO["yellow"])
-
-
 def calibrator_color(name: str, index: int = 0) -> str:
-    """'#RRGGBB' for calibrator ``name``: fixed for the known calibrators, else the ``index``-th palette colour."""
-    fixed = _FIXED.get(str(name).lower())
+    """'#RRGGBB' for calibrator ``name``: fixed for the known calibrators (gui.palette.PREFERRED, distinct and
+    3:1 against both backgrounds), else the ``index``-th palette colour. A figure showing several items uses
+    ``palette.assign_colors`` instead, which never gives two shown items one colour."""
+    from .palette import PALETTE, PREFERRED
+    fixed = PREFERRED.get(str(name).lower())
     if fixed is not None:
         return fixed
-    return _CYCLE[int(index) % len(_CYCLE)]
+    return PALETTE[int(index) % len(PALETTE)]
 
 
 def _luminance(hex_color: str) -> float:

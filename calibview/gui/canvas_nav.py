@@ -1,0 +1,152 @@
+"""The canvas's controls: layout (overlay or grid), bands, the confidence range (presets, wheel zoom and drag pan),
+the legend that can be dragged, and the Export… button. No numerics here."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+import pyqtgraph as pg
+from PySide6 import QtCore, QtWidgets
+
+__all__ = ["CanvasToolbar", "DraggableLegend", "RANGE_PRESETS", "x_ticks"]
+
+#: (label, key) of the confidence-range presets; "domain" is [1/K, 1].
+RANGE_PRESETS = (("Full [0, 1]", "full"), ("[1/K, 1]", "domain"), ("High [0.8, 1]", "high"))
+
+
+def x_ticks(lo: float, hi: float) -> list:
+    """Explicit ticks for the confidence axis over [lo, hi]: "0" and "1" written as such, about 5 labelled ticks."""
+    span = max(hi - lo, 1e-6)
+    major = next(s for s in (0.2, 0.1, 0.05, 0.02, 0.01, 0.005, 0.002, 0.001, 1e-4) if span / s >= 3.5 or s == 1e-4)
+    minor = major / 2
+    digits = max(1, len(f"{major:g}".split(".")[-1]) if "." in f"{major:g}" else 0)
+
+    def label(v):
+        if abs(v) < 1e-12:
+            return "0"
+        if abs(v - 1) < 1e-12:
+            return "1"
+        return f"{v:.{digits}f}"
+    first = int(lo / minor) - 1
+    majors, minors = [], []
+    for i in range(first, int(hi / minor) + 2):
+        v = round(i * minor, 10)
+        if v < -1e-12 or v > 1 + 1e-12:
+            continue
+        if abs(v / major - round(v / major)) < 1e-6:
+            # a label on the plot's edge is kept: nudged inside by far less than a pixel, as the linked strip's
+            # range can end 1e-16 past it
+            at = v + span * 1e-9 if abs(v - lo) < span * 1e-6 else v - span * 1e-9 if abs(v - hi) < span * 1e-6 else v
+            majors.append((at, label(v)))
+        else:
+            minors.append((v, ""))
+    return [majors, minors]
+
+
+class DraggableLegend(pg.TextItem):
+    """The legend box: drag it anywhere over the plot (it keeps its place when the curves change); a double
+    click puts it back in its default corner."""
+
+    def __init__(self, default=(0.015, 0.985)):
+        super().__init__(anchor=(0, 0))
+        self.default = default
+        self.frac = default             # (fraction of the x range, accuracy) of the top-left corner
+        self.user_moved = False
+        self.setAcceptedMouseButtons(QtCore.Qt.MouseButton.LeftButton)
+        self.setCursor(QtCore.Qt.CursorShape.OpenHandCursor)
+        self.setToolTip("Drag the legend elsewhere; double-click puts it back")
+
+    def mouseDragEvent(self, ev):  # noqa: N802 (pyqtgraph override)
+        if ev.button() != QtCore.Qt.MouseButton.LeftButton:
+            ev.ignore()
+            return
+        ev.accept()
+        parent = self.parentItem()
+        if parent is None:
+            return
+        delta = parent.mapFromScene(ev.scenePos()) - parent.mapFromScene(ev.lastScenePos())
+        self.setPos(self.pos() + delta)
+        self.user_moved = True
+        vb = self.getViewBox()
+        if vb is not None:              # remember the place relative to the view, so zoom and pan keep it
+            (x0, x1), _ = vb.viewRange()
+            self.frac = ((self.pos().x() - x0) / max(x1 - x0, 1e-12), self.pos().y())
+
+    def follow(self, lo: float, hi: float) -> None:
+        """Keep the legend at its place in the plot when the confidence range changes."""
+        self.setPos(lo + self.frac[0] * (hi - lo), self.frac[1])
+
+    def mouseDoubleClickEvent(self, ev):  # noqa: N802 (Qt override)
+        self.reset()
+        ev.accept()
+
+    def reset(self):
+        self.user_moved = False
+        self.frac = self.default
+        vb = self.getViewBox()
+        if vb is not None:
+            self.follow(*vb.viewRange()[0])
+        else:
+            self.setPos(*self.default)
+
+
+class CanvasToolbar(QtWidgets.QWidget):
+    """One row above the diagram: Layout, Bands (all / per item), Range (presets), Reset zoom, Export…"""
+
+    layout_changed = QtCore.Signal(str)
+    bands_changed = QtCore.Signal(bool)
+    item_band_changed = QtCore.Signal(str, bool)
+    range_preset = QtCore.Signal(str)
+    export_requested = QtCore.Signal()
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        row = QtWidgets.QHBoxLayout(self)
+        row.setContentsMargins(6, 2, 6, 2)
+        row.setSpacing(6)
+        self.layout_box = QtWidgets.QComboBox()
+        self.layout_box.addItem("Overlay", "overlay")
+        self.layout_box.addItem("Grid", "grid")
+        self.layout_box.setToolTip("Overlay: every calibrator in one plot. Grid: one panel each, shared axes, the "
+                                   "uncalibrated curve faint in each")
+        self.layout_box.currentIndexChanged.connect(lambda i: self.layout_changed.emit(self.layout_box.itemData(i)))
+        self.bands = QtWidgets.QToolButton()
+        self.bands.setText("Bands")
+        self.bands.setCheckable(True)
+        self.bands.setChecked(True)
+        self.bands.setPopupMode(QtWidgets.QToolButton.ToolButtonPopupMode.MenuButtonPopup)
+        self.bands.setToolTip("Show the sharpness bands; the arrow hides or shows the band of one item")
+        self.bands.toggled.connect(self.bands_changed)
+        self.band_menu = QtWidgets.QMenu(self.bands)
+        self.bands.setMenu(self.band_menu)
+        self.range_box = QtWidgets.QComboBox()
+        for label, key in RANGE_PRESETS:
+            self.range_box.addItem(label, key)
+        self.range_box.setToolTip("Confidence range shown; the mouse wheel zooms and dragging pans it too")
+        self.range_box.activated.connect(lambda i: self.range_preset.emit(self.range_box.itemData(i)))
+        self.reset = QtWidgets.QToolButton()
+        self.reset.setText("Reset")
+        self.reset.setToolTip("Back to the full confidence range [0, 1]")
+        self.reset.clicked.connect(lambda: self.range_preset.emit("full"))
+        self.export = QtWidgets.QToolButton()
+        self.export.setText("Export…")
+        self.export.setToolTip("Export the figure as PNG, SVG or PDF: size, DPI, fonts, theme, layout")
+        self.export.clicked.connect(self.export_requested)
+        row.addWidget(QtWidgets.QLabel("Layout"))
+        row.addWidget(self.layout_box)
+        row.addWidget(self.bands)
+        row.addSpacing(8)
+        row.addWidget(QtWidgets.QLabel("Range"))
+        row.addWidget(self.range_box)
+        row.addWidget(self.reset)
+        row.addStretch(1)
+        row.addWidget(self.export)
+
+    def set_items(self, names: Iterable[tuple[str, str]], hidden_bands: set) -> None:
+        """The per-item band actions: (name, label) pairs."""
+        self.band_menu.clear()
+        for name, label in names:
+            act = self.band_menu.addAction(f"Band of {label}")
+            act.setCheckable(True)
+            act.setChecked(name not in hidden_bands)
+            act.toggled.connect(lambda on, n=name: self.item_band_changed.emit(n, on))
