@@ -170,9 +170,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_eval_options(p)
     p.add_argument("--out", "-o", required=True, help="output directory")
     p.add_argument("--no-diagram", action="store_true", help="skip diagram.png (it needs Qt, drawn offscreen)")
-    _add_figure_options(p)
     p.add_argument("--force", action="store_true",
                    help="write into a non-empty --out that holds no earlier report's manifest.json")
+    _add_figure_options(p)
     from .core.report_selective import add_report_options
     add_report_options(p)          # --audit, --target-precision: selective.csv, audit.csv, thresholds.csv
     from .commands._compare import add_compare_options
