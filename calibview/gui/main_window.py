@@ -134,8 +134,9 @@ class MainWindow(QtWidgets.QMainWindow):
         self.recent_menu = f.addMenu("Open &recent")
         self._action(f, "Open &demo", self.open_demo, tip="The bundled CIFAR ResNet-110 logits")
         f.addSeparator()
-        self._action(f, "Export diagram as &PNG…", lambda: self.export("png"), "Ctrl+E")
-        self._action(f, "Export diagram as &SVG…", lambda: self.export("svg"))
+        self._action(f, "Export &figure (PNG, SVG, PDF; size, DPI, fonts)…", self.export_figure, "Ctrl+E")
+        self._action(f, "Export diagram as on &screen (PNG)…", lambda: self.export("png"))
+        self._action(f, "Export diagram as on screen (&SVG)…", lambda: self.export("svg"))
         self._action(f, "Export &metrics as CSV…", lambda: self.export("metrics"), "Ctrl+Shift+E")
         self._action(f, "Export &curves as CSV…", lambda: self.export("curves"))
         self._action(f, "Export fitted calibrators as &JSON…", lambda: self.export("json"))
@@ -250,6 +251,14 @@ class MainWindow(QtWidgets.QMainWindow):
         "curves": ("CSV (*.csv)", ".csv", "curves"),
         "json": ("JSON (*.json)", ".json", "calibrators"),
     }
+
+    def export_figure(self) -> None:
+        """The publication export dialog of what is shown: the compared runs' figure, else the canvas."""
+        if self.session.evaluation is None:
+            self._on_session_error_occurred("Nothing to export", "There is no evaluation yet: open a file and "
+                                            "evaluate it first.")
+            return
+        (self.compare_figure if self.compare_figure.active else self.canvas).open_export_dialog()
 
     def export(self, kind: str, path: Optional[str] = None) -> Optional[str]:
         """Export the current diagram / table / curves / calibrators; asks for a path unless given."""

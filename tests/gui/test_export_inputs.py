@@ -6,7 +6,7 @@ import os
 import shutil
 
 import pytest
-from PySide6 import QtCore
+from PySide6 import QtCore, QtGui
 
 from calibview.gui.main_window import MainWindow
 
@@ -32,4 +32,26 @@ def test_export_onto_the_open_file_is_refused(qtbot, tmp_path, demo_file):
             w.error_box.close()
     assert (data.read_bytes(), os.stat(data).st_mtime_ns) == before
     assert w.export("json", str(tmp_path / "c.json"))
+    w.close()
+
+
+def test_file_menu_opens_the_publication_export_dialog(qtbot, tmp_path, demo_file, monkeypatch):
+    """File > Export figure (Ctrl+E) is the PNG/SVG/PDF dialog with size and DPI, not a screen grab (issue 11)."""
+    from calibview.gui import export_dialog
+
+    opened = []
+    monkeypatch.setattr(export_dialog.ExportDialog, "exec", lambda self: opened.append(self.options()) or 0)
+    w = MainWindow(settings=QtCore.QSettings(str(tmp_path / "s.ini"), QtCore.QSettings.IniFormat))
+    qtbot.addWidget(w)
+    w.session.n_boot = 0
+    w.show()
+    (action,) = [a for a in w.findChildren(QtGui.QAction) if a.shortcut().toString() == "Ctrl+E"]
+    action.trigger()
+    assert not opened and w.last_error is not None            # nothing evaluated yet: one sentence, no dialog
+    if w.error_box is not None:
+        w.error_box.close()
+    w.open_files([demo_file])
+    qtbot.waitUntil(lambda: not w.session.busy and w.session.evaluation is not None, timeout=120_000)
+    action.trigger()
+    assert len(opened) == 1 and opened[0].dpi > 0
     w.close()
