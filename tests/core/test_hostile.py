@@ -28,15 +28,33 @@ TIMEOUT_S = 60
 MAX_RSS_BYTES = 1 << 30          # every bomb below inflates to more than this
 
 
+#: the command line, reporting its own peak memory at exit: VmHWM of its address space (the rusage of a child
+#: would not do: Linux carries the parent's RSS at fork into the child's ru_maxrss, so a test run that has grown
+#: to 1 GB would fail every case here)
+_CHILD = """
+import atexit, os, sys
+def _peak():
+    with open("/proc/self/status") as f:
+        kb = next(line for line in f if line.startswith("VmHWM")).split()[1]
+    with open(os.environ["CALIBVIEW_TEST_PEAK"], "w") as f:
+        f.write(kb)
+atexit.register(_peak)
+from calibview.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
 def run_cli(*args: str, cwd: Path = ROOT) -> tuple[int, str, float, int]:
-    """(exit status, stderr, seconds, peak RSS in bytes) of ``python -m calibview.cli ARGS``, killed after
+    """(exit status, stderr, seconds, peak RSS in bytes) of the calibview command line with ARGS, killed after
     TIMEOUT_S (a blocked open of a FIFO would hang it)."""
-    env = dict(os.environ, OMP_NUM_THREADS="1", QT_QPA_PLATFORM="offscreen", PYTHONPATH=str(ROOT))
+    peak = Path(os.environ.get("TMPDIR", "/tmp")) / f"calibview-peak-{os.getpid()}-{time.monotonic_ns()}"
+    env = dict(os.environ, OMP_NUM_THREADS="1", QT_QPA_PLATFORM="offscreen", PYTHONPATH=str(ROOT),
+               CALIBVIEW_TEST_PEAK=str(peak))
     t0 = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "calibview.cli", *args], cwd=cwd, env=env,
+    proc = subprocess.Popen([sys.executable, "-c", _CHILD, *args], cwd=cwd, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     while True:
-        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        pid, status = os.waitpid(proc.pid, os.WNOHANG)
         if pid:
             break
         if time.monotonic() - t0 > TIMEOUT_S:
@@ -46,7 +64,11 @@ def run_cli(*args: str, cwd: Path = ROOT) -> tuple[int, str, float, int]:
         time.sleep(0.05)
     proc.returncode = os.waitstatus_to_exitcode(status)
     err = proc.stderr.read().decode()
-    return proc.returncode, err, time.monotonic() - t0, usage.ru_maxrss * 1024
+    try:
+        rss = int(peak.read_text()) * 1024
+    finally:
+        peak.unlink(missing_ok=True)
+    return proc.returncode, err, time.monotonic() - t0, rss
 
 
 def assert_refused(args, *names: str) -> str:
