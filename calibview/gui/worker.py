@@ -109,39 +109,34 @@ class EvaluationWorker(QtCore.QObject):
         once per calibrator for the threshold slider."""
         from calibview.gui.decision_data import build_decisions
 
-        if cancel.is_set():
-            return
-        try:
+        def work():
             scored = self.engine.scored(request, cancel=cancel)
             fitted = self.engine.fitted(request, cancel=cancel)
-            data = build_decisions(request, scored, {n: f.label for n, f in fitted.items()})
-        except Cancelled:
-            return
-        except CalibviewError as e:
-            self.decided.emit(generation, str(e))
-        except Exception as e:  # a bug: keep the window alive and say what happened
-            traceback.print_exc()
-            self.decided.emit(generation, f"Unexpected error ({type(e).__name__}: {e}); please report it.")
-        else:
-            self.decided.emit(generation, data)
+            return build_decisions(request, scored, {n: f.label for n, f in fitted.items()})
+
+        self._answer(self.decided, generation, cancel, work)
 
     @QtCore.Slot(int, object, object, object)
     def slice(self, generation: int, request: EvalRequest, by: str, cancel: threading.Event) -> None:
         """core.slices.evaluate_slices of the request by column ``by``, and each slice's binned statistics per
         calibrator (the canvas overlay redraws their curves at any bandwidth)."""
+        self._answer(self.sliced, generation, cancel, lambda: slice_result(self.engine, request, by, cancel))
+
+    def _answer(self, signal, generation: int, cancel: threading.Event, work) -> None:
+        """``signal.emit(generation, work())``, or the error's sentence in its place; nothing when cancelled."""
         if cancel.is_set():
             return
         try:
-            result = slice_result(self.engine, request, by, cancel)
+            result = work()
         except Cancelled:
             return
         except CalibviewError as e:
-            self.sliced.emit(generation, str(e))
+            signal.emit(generation, str(e))
         except Exception as e:  # a bug: keep the window alive and say what happened
             traceback.print_exc()
-            self.sliced.emit(generation, f"Unexpected error ({type(e).__name__}: {e}); please report it.")
+            signal.emit(generation, f"Unexpected error ({type(e).__name__}: {e}); please report it.")
         else:
-            self.sliced.emit(generation, result)
+            signal.emit(generation, result)
 
     def _domains(self, generation: int, requests: tuple, progress, cancel) -> tuple:
         """One evaluation per eval split, in order; the engine's cache fits once for all of them."""
