@@ -16,8 +16,6 @@ refused with one sentence before any work.
 
 from __future__ import annotations
 
-import csv
-import io
 import threading
 from dataclasses import dataclass, replace
 from typing import Callable, Optional, Sequence
@@ -197,16 +195,9 @@ def compare_rows(evaluations: Sequence[Evaluation], distributions: Sequence[dict
 def compare_csv(rows: Sequence[dict]) -> str:
     """compare.csv: floats round-trip (a missing interval is empty), marks are true/false (empty without an
     interval)."""
-    from .report import _fmt
+    from .report import table_csv
 
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    cols = compare_columns()
-    w.writerow(cols)
-    for row in rows:
-        w.writerow(["" if row[c] is None else ("true" if row[c] else "false") if isinstance(row[c], bool) else
-                    _fmt(row[c]) if isinstance(row[c], float) else row[c] for c in cols])
-    return buf.getvalue()
+    return table_csv(rows, compare_columns())
 
 
 def requests_for(base: EvalRequest, runs: Sequence[str]) -> list[EvalRequest]:

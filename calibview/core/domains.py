@@ -10,8 +10,6 @@ index pattern) are not paired by accident.
 
 from __future__ import annotations
 
-import csv
-import io
 from typing import Callable, Optional, Sequence
 
 
@@ -76,12 +74,6 @@ def domain_rows(evaluations: Sequence[Evaluation],
 
 
 def domains_csv(rows: Sequence[dict]) -> str:
-    from .report import _fmt            # one spelling of numbers in every CSV
+    from .report import table_csv       # one spelling of numbers in every CSV
 
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    cols = domain_columns()
-    w.writerow(cols)
-    for row in rows:
-        w.writerow([_fmt(row[c]) if isinstance(row[c], float) else row[c] for c in cols])
-    return buf.getvalue()
+    return table_csv(rows, domain_columns())

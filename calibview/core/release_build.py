@@ -8,8 +8,6 @@ or none).
 
 from __future__ import annotations
 
-import csv
-import io
 import threading
 from dataclasses import dataclass, replace
 from typing import Optional, Sequence
@@ -22,7 +20,7 @@ from .acceptance import Checked, Criterion, Limits, criteria, verdict
 from .engine import Engine
 from .errors import CalibviewError
 from .evaluate import EvalRequest, Evaluation
-from .report import _fmt, metrics_rows
+from .report import metrics_rows, table_csv
 
 
 @dataclass(frozen=True)
@@ -121,13 +119,7 @@ def per_class_csv(rows: Sequence[dict]) -> str:
     """per_class.csv: per true class, its count, accuracy (recall), the ECE of its slice with the paired interval,
     the one-vs-rest class-wise ECE, and its threshold with the precision and coverage it achieves on the eval
     split (empty without thresholds)."""
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(PER_CLASS_COLUMNS)
-    for row in rows:
-        w.writerow([_fmt(row[c]) if isinstance(row[c], float) else ("" if row[c] is None else row[c])
-                    for c in PER_CLASS_COLUMNS])
-    return buf.getvalue()
+    return table_csv(rows, PER_CLASS_COLUMNS)
 
 
 def column_slices(engine: Engine, req: EvalRequest, by: str, min_slice: int, slice_bins: int, name: str

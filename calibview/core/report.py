@@ -97,6 +97,18 @@ def _fmt(x: float) -> str:
     return repr(float(x))
 
 
+def table_csv(rows: Sequence[dict], columns: Sequence[str]) -> str:
+    """The CSV of dict rows in ``columns`` order, one spelling of a cell in every file calibview writes: floats
+    round-trip (``_fmt``: NaN and None empty, inf as 'inf'), booleans ``true``/``false``, the rest as text."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(columns)
+    for row in rows:
+        w.writerow(["" if row[c] is None else ("true" if row[c] else "false") if isinstance(row[c], bool) else
+                    _fmt(row[c]) if isinstance(row[c], float) else row[c] for c in columns])
+    return buf.getvalue()
+
+
 def _run_groups(evaluations: Iterable[Evaluation]) -> list[list[Evaluation]]:
     """Evaluations grouped by run and splits (the settings of an ablation), in first-seen order."""
     groups: dict[tuple, list[Evaluation]] = {}

@@ -10,8 +10,6 @@ selective risk at that end and its threshold the confidence a sample needs to be
 
 from __future__ import annotations
 
-import csv
-import io
 import os
 from dataclasses import replace
 from pathlib import Path
@@ -108,15 +106,9 @@ def threshold_rows(ev, fit_scored: dict, eval_scored: dict, target: float) -> li
 
 
 def rows_csv(rows: Sequence[dict], columns: Sequence[str]) -> str:
-    from .report import _fmt
+    from .report import table_csv
 
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(columns)
-    for row in rows:
-        w.writerow(["" if row[c] is None else _fmt(row[c]) if isinstance(row[c], float) else
-                    str(row[c]).lower() if isinstance(row[c], bool) else row[c] for c in columns])
-    return buf.getvalue()
+    return table_csv(rows, columns)
 
 
 def write_selective(engine, evaluations, out_dir: str | os.PathLike, audit: Sequence[float] = DEFAULT_AUDIT,

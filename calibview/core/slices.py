@@ -474,16 +474,6 @@ def _interval(values: np.ndarray, level: float) -> tuple[float, float]:
 def slices_csv(records) -> str:
     """slices.csv: the columns of the records in order (those of metrics.csv, then slice_column, slice, the
     deltas and flagged); floats round-trip, a missing interval is empty, the whole split's slice is empty."""
-    import csv
-    import io
+    from .report import table_csv
 
-    from .report import _fmt
-
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    cols = list(records[0]) if records else []
-    w.writerow(cols)
-    for rec in records:
-        w.writerow(["" if rec[c] is None else ("true" if rec[c] else "false") if isinstance(rec[c], bool) else
-                    _fmt(rec[c]) if isinstance(rec[c], float) else rec[c] for c in cols])
-    return buf.getvalue()
+    return table_csv(records, list(records[0]) if records else [])
