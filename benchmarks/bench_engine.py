@@ -16,9 +16,9 @@ b. re-showing an evaluated run: evaluate run A, run B, then alternately A and B 
 c. adding one calibrator (``ir``) to an evaluated six-calibrator set; time and counters (the same fresh engines as
    a: the seven-calibrator evaluation of a is this one).
 d. an ablation through the CLI (18 settings) against the same command with one setting: wall time of the whole
-   ``python -m calibview.cli metrics`` subprocess, interleaved pairs (the order inside a pair alternates).
+   ``python -m calibview.cli.program metrics`` subprocess, interleaved pairs (the order inside a pair alternates).
 e. 10,000 x 21,843 float16 val + test (synthetic, written to a temporary HDF5 file by ``synthetic.write``),
-   none,ts,vs with 1000-resample intervals, through ``calibview.cli.main`` in a fresh process: wall time of that
+   none,ts,vs with 1000-resample intervals, through ``calibview.cli.program.main`` in a fresh process: wall time of that
    process, and its peak resident memory (VmHWM) above its VmHWM after importing calibview, torch and the engine
    in the same process (not ru_maxrss: a child process's ru_maxrss starts at its parent's peak).
 f. the window against the CLI: ``bench_window.py`` as a subprocess (its medians of interleaved pairs, both sides
@@ -55,8 +55,8 @@ configure_openmp()                               # as `calibview metrics` starts
 import calibview  # noqa: E402
 import torch  # noqa: E402
 
-from calibview.core.engine import Engine  # noqa: E402
-from calibview.core.evaluate import EvalRequest  # noqa: E402
+from calibview.core.evaluation.engine import Engine  # noqa: E402
+from calibview.core.evaluation.request import EvalRequest  # noqa: E402
 
 BEGIN, END = "<!-- bench_engine -->", "<!-- /bench_engine -->"
 DEMO = str(calibview.demo_path())
@@ -69,14 +69,14 @@ t_start = time.perf_counter()
 sys.path.insert(0, sys.argv[1])
 from calibview.startup import configure_openmp
 configure_openmp()
-import calibview, calibview.cli, calibview.core.engine, calibview.core.report, torch
+import calibview, calibview.cli.program, calibview.core.evaluation.engine, calibview.core.reports.tables, torch
 def status(key):
     with open("/proc/self/status") as f:
         return [int(l.split()[1]) * 1024 for l in f if l.startswith(key + ":")][0]
 base_hwm, base_rss = status("VmHWM"), status("VmRSS")
 base_maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 t = time.perf_counter()
-rc = calibview.cli.main(sys.argv[2:])
+rc = calibview.cli.program.main(sys.argv[2:])
 main_s = time.perf_counter() - t
 sys.stdout.flush()
 print("DRIVER " + json.dumps({"rc": rc, "main_s": main_s, "import_s": t - t_start, "base_hwm": base_hwm,
@@ -227,7 +227,7 @@ def cli_env() -> dict:
 
 
 def bench_ablation(rows: Rows, run: str, n_boot: int, pairs: int) -> None:
-    common = [sys.executable, "-m", "calibview.cli", "metrics", DEMO, "--run", run, "--calibrators", "none,ts,hb",
+    common = [sys.executable, "-m", "calibview.cli.program", "metrics", DEMO, "--run", run, "--calibrators", "none,ts,hb",
               "--n-boot", str(n_boot), "--quiet"]
     ablation = common + ["--bins", "10,15,20", "--bandwidth", "0.02,0.05,0.1", "--kernel", "gaussian,epanechnikov"]
     env = cli_env()
@@ -347,7 +347,7 @@ def section(rows: Rows, args, started: str, elapsed: float, load: tuple, skipped
               "at one bandwidth, then adds ir (c), then changes the bandwidth to the other of 0.05 and 0.0625 "
               "(a; alternating per repeat), timing `Engine.evaluate` in this process with `on_partial` recording "
               "the first partial result; (b) one Engine evaluates two runs, then re-shows them alternately; "
-              "(d, e) whole `python -m calibview.cli metrics` subprocesses, wall time from the parent (interpreter "
+              "(d, e) whole `python -m calibview.cli.program metrics` subprocesses, wall time from the parent (interpreter "
               "start and imports included); (e) the memory from VmHWM inside that process; (f) "
               "`bench_window.py` as a subprocess. Absolute times move with the load of a shared machine; "
               "ratios (d, f) are medians of interleaved pairs.", END]

@@ -21,9 +21,9 @@ import numpy as np  # noqa: E402
 from PySide6 import QtCore, QtWidgets  # noqa: E402
 from PySide6.QtTest import QTest  # noqa: E402
 
-from calibview.core.evaluate import EvalRequest, evaluate  # noqa: E402
-from calibview.core.logits import write_run  # noqa: E402
-from calibview.core.stream import tune_allocator  # noqa: E402
+from calibview.core.evaluation.request import EvalRequest, evaluate  # noqa: E402
+from calibview.core.io.logits import write_run  # noqa: E402
+from calibview.core.io.stream import tune_allocator  # noqa: E402
 
 
 def _file(path, n, k, splits=("val", "test")):
@@ -36,7 +36,7 @@ def _file(path, n, k, splits=("val", "test")):
 
 
 def bench_redraw(app, n: int) -> None:
-    from calibview.gui.canvas import CalibrationCanvas
+    from calibview.plot.canvas import CalibrationCanvas
     from calibview.gui.main_window import slider_to_bandwidth
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -26,7 +26,7 @@ sys.path[:0] = [HERE, os.path.dirname(HERE)]      # this checkout's calibview, n
 import synthetic  # noqa: E402
 
 from calibview.core import calibrators as calib  # noqa: E402
-from calibview.core import metrics  # noqa: E402
+from calibview.core.stats import metrics  # noqa: E402
 
 MB = 1 << 20
 

@@ -24,8 +24,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 CHILD = r"""
 import json, sys, threading, time
 from calibview.core.errors import Cancelled
-from calibview.core.evaluate import EvalRequest, evaluate
-from calibview.core.stream import tune_allocator
+from calibview.core.evaluation.request import EvalRequest, evaluate
+from calibview.core.io.stream import tune_allocator
 
 tune_allocator()                # as the CLI's main() does
 

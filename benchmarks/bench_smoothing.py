@@ -1,4 +1,4 @@
-"""Timings of calibview.core.smoothing against relplot 1.0.3 (prints, never asserts).
+"""Timings of calibview.core.stats.smoothing against relplot 1.0.3 (prints, never asserts).
 
 Run: python benchmarks/bench_smoothing.py
 - SmoothECE vs relplot.smECE on N = 10,000 and 50,000 (median of 5, speed ratio, absolute difference)
@@ -15,7 +15,7 @@ import relplot
 import torch
 
 import calibview
-from calibview.core.smoothing import bin_stats, cal_resampled, cal_tot, sharpness_curve, smece, smece_resampled
+from calibview.core.stats.smoothing import bin_stats, cal_resampled, cal_tot, sharpness_curve, smece, smece_resampled
 
 
 def median_time(fn, repeat=5):
@@ -56,7 +56,7 @@ def bench_smece():
               f"{abs(ours - ref):>11.1e}{sigma:>10.5f}")
     demo = calibview.demo_path()
     if demo.exists():
-        from calibview.core.logits import read_split
+        from calibview.core.io.logits import read_split
         d = read_split(demo, "resnet110-brier/cifar10", "test")
         p = torch.softmax(torch.from_numpy(d.scores.astype(np.float64)), 1).numpy()
         conf, correct = p.max(1), (p.argmax(1) == d.labels).astype(np.float64)

@@ -42,13 +42,13 @@ sys.path.insert(0, HERE)
 import synthetic  # noqa: E402
 
 from calibview.core import calibrators as calib  # noqa: E402
-from calibview.core import calibrators_binning as cb  # noqa: E402
-from calibview.core import calibrators_scaling as cs  # noqa: E402
-from calibview.core import smoothing  # noqa: E402
-from calibview.core.evaluate import EvalRequest, evaluate  # noqa: E402
-from calibview.core.logits import read_split  # noqa: E402
-from calibview.core.metrics import chunk_rows, top_label, top_label_ece  # noqa: E402
-from calibview.core.stream import tune_allocator  # noqa: E402
+from calibview.core.calibrators import binning as cb  # noqa: E402
+from calibview.core.calibrators import scaling as cs  # noqa: E402
+from calibview.core.stats import smoothing  # noqa: E402
+from calibview.core.evaluation.request import EvalRequest, evaluate  # noqa: E402
+from calibview.core.io.logits import read_split  # noqa: E402
+from calibview.core.stats.metrics import chunk_rows, top_label, top_label_ece  # noqa: E402
+from calibview.core.io.stream import tune_allocator  # noqa: E402
 
 SIZES = ((10_000, 10), (50_000, 1000), (1_000_000, 10), (10_000, 21_841))
 QUICK = ((3000, 10), (2000, 300))
@@ -483,8 +483,8 @@ def memory_row(rows: list[Row], print_row, tmp: str, n=50_000, k=1000) -> None:
     path = os.path.join(tmp, "memory.h5")
     synthetic.write(path, {"val": n, "test": n}, k, "float32", seed=2)
     # VmHWM (the process's own high-water mark) rather than ru_maxrss, which a child inherits from its parent
-    code = ("import sys; from calibview.core.evaluate import EvalRequest, evaluate\n"
-            "from calibview.core.stream import tune_allocator; tune_allocator()\n"
+    code = ("import sys; from calibview.core.evaluation.request import EvalRequest, evaluate\n"
+            "from calibview.core.io.stream import tune_allocator; tune_allocator()\n"
             "hwm = lambda: [int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmHWM')][0]\n"
             "base = hwm()\n"
             f"evaluate(EvalRequest(file=sys.argv[1], run='{RUN}', calibrators=('none', 'ts'), n_boot=1000))\n"

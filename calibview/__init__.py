@@ -1,10 +1,10 @@
 """calibview: can your classifier's probabilities be trusted?"""
 
-__version__ = "0.1.0"
+from calibview._version import __version__
 
 
 def demo_path():
     """The bundled demo file (real CIFAR ResNet-110 logits; calibview/resources/DEMO_SOURCES.md says whose)."""
-    from .core.demo import demo_path as path
+    from calibview.core.io.demo import demo_path as path
 
     return path()

@@ -20,7 +20,7 @@ import sys
 import numpy as np
 
 from calibview import demo_path
-from calibview.core import logits as lg
+from calibview.core.io import logits as lg
 
 RUN = "resnet110-brier/cifar100"
 SEED = 2026

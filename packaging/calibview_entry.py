@@ -1,4 +1,4 @@
-"""The bundle's executable: the window with no arguments or files, every CLI command otherwise (calibview.cli.main
+"""The bundle's executable: the window with no arguments or files, every CLI command otherwise (calibview.cli.program.main
 dispatches, exactly as the installed ``calibview`` script does)."""
 
 import sys

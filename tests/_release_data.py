@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from calibview.core import logits as lg
+from calibview.core.io import logits as lg
 
 RUN = "net/toy"
 NAMES = ("cat", "dog", "fox")

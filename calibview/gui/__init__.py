@@ -1,1 +1,2 @@
-"""The PySide6 + pyqtgraph desktop viewer; imports nothing the core needs."""
+"""The PySide6 desktop application: the app start-up, the main window, the background worker, the status line,
+the Qt-free window model (``model/``) and the views (``views/``). Imports nothing the core needs."""

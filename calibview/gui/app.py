@@ -61,7 +61,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 1
     from PySide6 import QtCore, QtWidgets
 
-    from calibview.core.stream import tune_allocator
+    from calibview.core.io.stream import tune_allocator
     from calibview.gui.main_window import MainWindow
 
     tune_allocator()                # a process-wide choice, so the program makes it, not the import of the core

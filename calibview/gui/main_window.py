@@ -7,25 +7,25 @@ from typing import Optional
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from calibview import __version__
-from calibview.core import report
-from calibview.core.demo import demo_path
+from calibview._version import __version__
+from calibview.core.reports import tables as report
+from calibview.core.io.demo import demo_path
 from calibview.core import calibrators as calib
 from calibview.core.errors import CalibviewError
-from calibview.core.safe_io import refuse_overwriting_inputs
-from calibview.gui.bandwidth_bar import (H_MAX, H_MIN, BandwidthBar, bandwidth_to_slider,  # noqa: F401 (API)
+from calibview.core.io.safe_io import refuse_overwriting_inputs
+from calibview.gui.views.bandwidth_bar import (H_MAX, H_MIN, BandwidthBar, bandwidth_to_slider,  # noqa: F401 (API)
                                          slider_to_bandwidth)
-from calibview.gui.browser import Browser
-from calibview.gui.calibrators import CalibratorPanel
-from calibview.gui.canvas import CalibrationCanvas
-from calibview.gui.compare import CompareView
-from calibview.gui.compare_figure import CompareFigure
-from calibview.gui.decisions import DecisionsView
-from calibview.gui.domains import DomainCanvases
+from calibview.gui.views.browser import Browser
+from calibview.gui.views.calibrators import CalibratorPanel
+from calibview.plot.canvas import CalibrationCanvas
+from calibview.gui.views.compare import CompareView
+from calibview.gui.views.compare_figure import CompareFigure
+from calibview.gui.views.decisions import DecisionsView
+from calibview.gui.views.domains import DomainCanvases
 from calibview.gui import layout
-from calibview.gui.metrics_table import MetricsTable
+from calibview.gui.views.metrics_table import MetricsTable
 from calibview.gui.session import Session
-from calibview.gui.slices import SliceOverlay, SlicesView
+from calibview.gui.views.slices import SliceOverlay, SlicesView
 from calibview.gui.status import StatusFields
 
 H5_SUFFIXES = (".h5", ".hdf5", ".hdf", ".he5")
@@ -403,7 +403,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.settings.setValue("theme", name)
 
     def show_definitions(self) -> None:
-        from calibview.core.metrics import METRIC_HELP
+        from calibview.core.stats.metrics import METRIC_HELP
         text = "\n".join(f"{k}: {v}" for k, v in METRIC_HELP.items())
         QtWidgets.QMessageBox.information(self, "Metric definitions", text)
 

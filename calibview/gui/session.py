@@ -11,9 +11,9 @@ from typing import Optional
 from PySide6 import QtCore
 
 from calibview.core import calibrators as calib
-from calibview.core import logits as lg
+from calibview.core.io import logits as lg
 from calibview.core.errors import CalibviewError
-from calibview.core.evaluate import EvalRequest, Evaluation, default_splits
+from calibview.core.evaluation.request import EvalRequest, Evaluation, default_splits
 from calibview.gui.worker import EvaluationWorker
 
 DEFAULT_CALIBRATORS = ("none", "ts")
@@ -163,7 +163,7 @@ class Session(QtCore.QObject):
 
     def compare_candidates(self) -> list[tuple[lg.RunInfo, Optional[str]]]:
         """Every other open run and why it cannot be compared with the selected one (None: it may be)."""
-        from calibview.core.compare import candidates
+        from calibview.core.evaluation.compare import candidates
 
         if self.run is None or self.eval_split is None:
             return []
@@ -173,7 +173,7 @@ class Session(QtCore.QObject):
         """Compare the selected run (the reference) with these (file, run name) pairs on its eval split: one
         diagram per run and a table of paired differences. Runs on other samples are refused with one sentence
         (error_occurred) and nothing changes; returns whether the comparison was taken."""
-        from calibview.core.compare import check_comparable
+        from calibview.core.evaluation.compare import check_comparable
 
         runs = tuple(dict.fromkeys((str(f), str(n)) for f, n in runs))
         if runs == self.compare_runs or self.run is None:
@@ -191,7 +191,7 @@ class Session(QtCore.QObject):
         return True
 
     def _compare_requests(self, runs) -> tuple[EvalRequest, ...]:
-        from calibview.core.compare import requests_with
+        from calibview.core.evaluation.compare import requests_with
 
         return requests_with(self.build_request(), [lg.find_run(self.files[f], n) for f, n in runs])
 
@@ -248,7 +248,7 @@ class Session(QtCore.QObject):
         """Start an evaluation (a newer one supersedes a running one); returns its generation (0: nothing to do).
         ``request``: an EvalRequest, a tuple of them (domains), or None for the session's own."""
         if request is None and self.compare_runs and self.build_request() is not None:
-            from calibview.core.compare import CompareRequest
+            from calibview.core.evaluation.compare import CompareRequest
             request = CompareRequest(self._compare_requests(self.compare_runs))
         if request is None:
             requests = self.build_requests()

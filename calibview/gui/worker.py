@@ -1,4 +1,4 @@
-"""Runs the core's :class:`~calibview.core.engine.Engine` on a QThread. The only module that knows both Qt and the
+"""Runs the core's :class:`~calibview.core.evaluation.engine.Engine` on a QThread. The only module that knows both Qt and the
 core's callbacks. The engine lives here, on the worker thread, so its cache is only ever touched by one thread.
 
 Each request carries a generation number and its own cancel event; results travel back through queued signals
@@ -17,10 +17,10 @@ from typing import Mapping
 
 from PySide6 import QtCore
 
-from calibview.core.compare import CompareRequest, compare
-from calibview.core.engine import Engine
+from calibview.core.evaluation.compare import CompareRequest, compare
+from calibview.core.evaluation.engine import Engine
 from calibview.core.errors import Cancelled, CalibviewError
-from calibview.core.evaluate import EvalRequest
+from calibview.core.evaluation.request import EvalRequest
 
 
 @dataclass(frozen=True)
@@ -31,8 +31,8 @@ class SliceResult:
 
 
 def slice_result(engine: Engine, request: EvalRequest, by: str, cancel) -> SliceResult:
-    from calibview.core import smoothing
-    from calibview.core.slices import evaluate_slices
+    from calibview.core.stats import smoothing
+    from calibview.core.evaluation.slices import evaluate_slices
 
     ev = evaluate_slices(engine, request, by, cancel=cancel)
     scored = engine.scored(request, cancel=cancel)
@@ -107,7 +107,7 @@ class EvaluationWorker(QtCore.QObject):
     def decide(self, generation: int, request: EvalRequest, cancel: threading.Event) -> None:
         """Per-sample vectors of the request's eval split (Engine.scored: a cache hit after its evaluation), sorted
         once per calibrator for the threshold slider."""
-        from calibview.gui.decision_data import build_decisions
+        from calibview.gui.model.decisions import build_decisions
 
         def work():
             scored = self.engine.scored(request, cancel=cancel)

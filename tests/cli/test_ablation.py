@@ -9,7 +9,7 @@ import re
 import pytest
 
 from calibview.cli import main
-from calibview.core.report import SETTING_COLUMNS
+from calibview.core.reports.tables import SETTING_COLUMNS
 
 RUN = "resnet110-brier/cifar10"
 LOG = re.compile(r"^calibview: evaluated (\S+) fit=(\S+) eval=(\S+): fitted (\d+), reused (\d+), scored (\d+), "

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from calibview.cli import main
-from calibview.core.calibrator_file import SCHEMA
-from calibview.core.logits import write_run
+from calibview.core.calibrators.file import SCHEMA
+from calibview.core.io.logits import write_run
 
 
 def runs(path: Path, names=None) -> Path:

@@ -14,8 +14,8 @@ import torch
 
 from calibview.cli import main
 from calibview.core import calibrators as calib
-from calibview.core.logits import read_split
-from calibview.core.report import metric_columns
+from calibview.core.io.logits import read_split
+from calibview.core.reports.tables import metric_columns
 
 # ../shared/data/SOURCES.md: Mukhoti et al. 2020, test split, 15 equal-width bins, in percent.
 PUBLISHED = {
@@ -164,7 +164,7 @@ def test_user_errors_in_a_real_process_have_no_traceback(tmp_path, demo_file):
         (["metrics", str(demo_file), "--calibrators", "none,wizard", "--json"], "wizard"),
         (["metrics", str(demo_file), "--device", "tpu", "--json"], "tpu"),
     ]:
-        r = subprocess.run([sys.executable, "-m", "calibview.cli", *args], capture_output=True, text=True, env=env)
+        r = subprocess.run([sys.executable, "-m", "calibview.cli.program", *args], capture_output=True, text=True, env=env)
         assert r.returncode == 2, (args, r.stderr)
         assert fragment in r.stderr and "Traceback" not in r.stderr, r.stderr
         assert r.stderr.count("\n") == 1, r.stderr                   # one line
@@ -292,7 +292,7 @@ def test_fitting_and_evaluating_on_one_split_warns_but_runs(demo_file, capsys):
 
 def test_a_mistyped_command_is_an_argparse_error_listing_the_commands(capsys, tmp_path):
     """Issue 11: `calibview reprot f.h5 --out o` opened the window with "file does not exist" dialogs."""
-    from calibview.cli import main, opens_window
+    from calibview.cli.program import main, opens_window
 
     assert not opens_window(["reprot", "f.h5", "--out", "o"])
     with pytest.raises(SystemExit) as e:
@@ -304,7 +304,7 @@ def test_a_mistyped_command_is_an_argparse_error_listing_the_commands(capsys, tm
 
 
 def test_files_and_options_still_open_the_window(tmp_path):
-    from calibview.cli import opens_window
+    from calibview.cli.program import opens_window
 
     existing = tmp_path / "logits"          # an existing file without a suffix
     existing.write_bytes(b"")

@@ -41,7 +41,7 @@ def test_binary_run_gets_a_positive_class_diagram(tmp_path):
     import numpy as np
     from PySide6 import QtGui
 
-    from calibview.core.logits import write_run
+    from calibview.core.io.logits import write_run
     rng = np.random.default_rng(0)
     path = tmp_path / "bin.h5"
     for split in ("val", "test"):
@@ -59,7 +59,7 @@ def test_positive_class_vectors():
     import numpy as np
     from types import SimpleNamespace
 
-    from calibview.core.positive_class import positive_class
+    from calibview.core.stats.positive_class import positive_class
     conf = np.array([0.9, 0.6, 0.8, 0.7])
     pred = np.array([1, 0, 0, 1])
     s = SimpleNamespace(k=2, conf=conf, pred=pred, labels=np.array([1, 1, 0, 0]), brier=np.zeros(4))

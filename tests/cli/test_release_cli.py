@@ -10,8 +10,8 @@ import torch
 
 from _release_data import RUN, ece_direct, write_toy
 from calibview.cli import main
-from calibview.core import release as rel
-from calibview.core.logits import read_split
+from calibview.core.release import config as rel
+from calibview.core.io.logits import read_split
 
 FAST = ["--n-boot", "20", "--device", "cpu", "--quiet"]
 

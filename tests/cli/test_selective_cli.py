@@ -9,8 +9,8 @@ import pytest
 from scipy.stats import binomtest
 
 from calibview.cli import main
-from calibview.core.logits import find_run, read_split
-from calibview.core.metrics import METRIC_NAMES
+from calibview.core.io.logits import find_run, read_split
+from calibview.core.stats.metrics import METRIC_NAMES
 
 RUN = "resnet110-brier/cifar10"
 NEW = ("aurc", "e_aurc", "acc_at_cov80", "acc_at_cov90", "acc_at_cov95", "cov_at_acc95", "cov_at_acc99", "auroc",

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from calibview.cli import main
-from calibview.core.logits import write_run
-from calibview.core.metrics import METRIC_NAMES
-from calibview.core.report import metric_columns
+from calibview.core.io.logits import write_run
+from calibview.core.stats.metrics import METRIC_NAMES
+from calibview.core.reports.tables import metric_columns
 
 ARGS = ["--run", "net/toy", "--n-boot", "20", "--bins", "10", "--device", "cpu", "--quiet"]
 

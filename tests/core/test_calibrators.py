@@ -43,7 +43,7 @@ def test_temperature_matches_brute_force(n, k, scale):
 
 
 def test_temperature_on_real_cifar_logits_matches_brute_force_and_sources(demo_file):
-    from calibview.core.logits import read_split
+    from calibview.core.io.logits import read_split
     d = read_split(demo_file, "resnet110-brier/cifar10", "val")
     z, y = torch.from_numpy(d.scores.copy()), torch.from_numpy(d.labels.copy())
     t = calib.fit("ts", z, y).params["temperature"]

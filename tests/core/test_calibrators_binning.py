@@ -11,9 +11,9 @@ from sklearn.isotonic import IsotonicRegression
 from sklearn.linear_model import LogisticRegression
 
 from calibview.core import calibrators as calib
-from calibview.core import calibrators_binning as cb   # registers hb, ir, platt, beta, mrr
+from calibview.core.calibrators import binning as cb   # registers hb, ir, platt, beta, mrr
 from calibview.core.errors import Cancelled, CalibviewError
-from calibview.core.metrics import sample_stats
+from calibview.core.stats.metrics import sample_stats
 
 METHODS = ("hb", "ir", "platt", "beta", "mrr")
 
@@ -64,7 +64,7 @@ def test_ir_maps_equal_sklearn_random(k, scale, rounding):
 
 
 def test_ir_maps_equal_sklearn_on_cifar10_val(demo_file):
-    from calibview.core.logits import read_split
+    from calibview.core.io.logits import read_split
     d = read_split(demo_file, "resnet110-brier/cifar10", "val")
     z, y = torch.from_numpy(d.scores.copy()), torch.from_numpy(d.labels.copy())
     fit, ev = slice(0, 3000), slice(3000, None)
@@ -165,7 +165,7 @@ def test_hb_gives_minus_inf_and_infinite_nll_when_the_labels_bin_has_no_positive
 
 def test_hb_uniform_bins_follow_equal_width_bin_on_edges():
     """Values exactly on an edge belong to the lower bin (lo < p <= hi), 0 to the first and 1 to the last."""
-    from calibview.core.metrics import equal_width_bin
+    from calibview.core.stats.metrics import equal_width_bin
     edges = np.linspace(0, 1, 6)
     p1 = np.array([0.0, edges[1], edges[1] + 1e-12, edges[3], 0.5, 1.0, 1e-300])
     z = _from_probs(np.stack([1 - p1, p1], 1))

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from scipy.optimize import minimize
 
-import calibview.core.calibrators_scaling as cs  # registers vs, ms, dirichlet
+import calibview.core.calibrators.scaling as cs  # registers vs, ms, dirichlet
 from calibview.core import calibrators as calib
 from calibview.core.errors import CalibviewError, Cancelled
 
@@ -29,7 +29,7 @@ def _logits(n, k, seed, scale=2.0, bump=1.5):
 
 @pytest.fixture(scope="module")
 def cifar(demo_file):
-    from calibview.core.logits import read_split
+    from calibview.core.io.logits import read_split
     d = read_split(demo_file, "resnet110-brier/cifar10", "val")
     return torch.from_numpy(d.scores.copy()), torch.from_numpy(d.labels.copy())
 

@@ -7,13 +7,13 @@ import numpy as np
 import pytest
 import torch
 
-from calibview.core import bootstrap
-from calibview.core.compare import REFUSAL, check_comparable, compare, compare_columns, compare_csv, requests_for
-from calibview.core.engine import Engine
+from calibview.core.stats import bootstrap
+from calibview.core.evaluation.compare import REFUSAL, check_comparable, compare, compare_columns, compare_csv, requests_for
+from calibview.core.evaluation.engine import Engine
 from calibview.core.errors import CalibviewError
-from calibview.core.evaluate import EvalRequest
-from calibview.core.logits import read_split, write_run
-from calibview.core.metrics import METRIC_NAMES
+from calibview.core.evaluation.request import EvalRequest
+from calibview.core.io.logits import read_split, write_run
+from calibview.core.stats.metrics import METRIC_NAMES
 
 K = 4
 
@@ -167,8 +167,8 @@ def test_compare_csv_has_every_metric_its_delta_and_mark(toy):
 
 
 def test_requests_with_keeps_the_settings_and_each_runs_fit_split(toy, tmp_path):
-    from calibview.core.compare import candidates, requests_with
-    from calibview.core.logits import list_runs
+    from calibview.core.evaluation.compare import candidates, requests_with
+    from calibview.core.io.logits import list_runs
 
     runs = {r.name: r for r in list_runs(toy)}
     write_run(tmp_path / "one.h5", "solo", "toy", "test", logits=np.zeros((360, K), np.float32),
@@ -187,8 +187,8 @@ def test_requests_with_keeps_the_settings_and_each_runs_fit_split(toy, tmp_path)
 
 
 def test_labels_of_shards_are_read_in_shard_order(toy, tmp_path):
-    from calibview.core.compare import read_labels
-    from calibview.core.logits import list_runs
+    from calibview.core.evaluation.compare import read_labels
+    from calibview.core.io.logits import list_runs
 
     data = read_split(toy, "a/toy", "test")
     val = read_split(toy, "a/toy", "val")
@@ -199,7 +199,7 @@ def test_labels_of_shards_are_read_in_shard_order(toy, tmp_path):
                   labels=val.labels[rows])
     pattern = str(tmp_path / "part-*.h5")
     run = list_runs(toy)[0]
-    from calibview.core import shards
+    from calibview.core.io import shards
     np.testing.assert_array_equal(read_labels(pattern, shards.list_runs(pattern)[0], "test"), data.labels)
     reqs = [_req(toy, run="b/toy"), _req(pattern, run="a/toy")]
     check_comparable(reqs)                            # the same samples in shards: comparable

@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 import torch
 
-from calibview.core import engine as engine_mod
-from calibview.core.bootstrap import Resampler
-from calibview.core.cache import LRUCache
-from calibview.core.engine import Engine, Setting
-from calibview.core.evaluate import EvalRequest, evaluate
-from calibview.core.logits import read_split, write_run
-from calibview.core.metrics import classwise_ece, sample_stats
+from calibview.core.evaluation import engine as engine_mod
+from calibview.core.stats.bootstrap import Resampler
+from calibview.core.evaluation.cache import LRUCache
+from calibview.core.evaluation.engine import Engine, Setting
+from calibview.core.evaluation.request import EvalRequest, evaluate
+from calibview.core.io.logits import read_split, write_run
+from calibview.core.stats.metrics import classwise_ece, sample_stats
 from calibview.core.errors import CalibviewError
 
 NAMES = ("none", "ts", "hb", "mrr")
@@ -268,8 +268,8 @@ def test_an_evaluation_never_holds_an_n_by_k_array_per_calibrator(tmp_path):
         write_run(path, "net", "wide", split, logits=z, labels=y)
     script = textwrap.dedent(f"""
         import resource
-        from calibview.core.engine import Engine
-        from calibview.core.evaluate import EvalRequest
+        from calibview.core.evaluation.engine import Engine
+        from calibview.core.evaluation.request import EvalRequest
         eng = Engine()
         cals = ("none", "ts", "ts-grid", "mrr", "hb", "ir", "vs")
         eng.evaluate(EvalRequest(file={str(path)!r}, run="net/wide", n_boot=0, calibrators=cals))

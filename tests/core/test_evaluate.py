@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 import torch
 
-from calibview.core import smoothing
-from calibview.core.bootstrap import Resampler
+from calibview.core.stats import smoothing
+from calibview.core.stats.bootstrap import Resampler
 from calibview.core.errors import Cancelled, CalibviewError
-from calibview.core.evaluate import EvalRequest, evaluate
-from calibview.core.logits import write_run
-from calibview.core.metrics import binned_metrics, classwise_ece, sample_stats
+from calibview.core.evaluation.request import EvalRequest, evaluate
+from calibview.core.io.logits import write_run
+from calibview.core.stats.metrics import binned_metrics, classwise_ece, sample_stats
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +34,7 @@ def test_bootstrap_matches_explicit_resampling(small_file):
                       seed=3)
     ev = evaluate(req)
     res = ev.result("none")
-    from calibview.core.logits import read_split
+    from calibview.core.io.logits import read_split
     d = read_split(small_file, "net/toy", "test")
     z = torch.from_numpy(d.scores.copy()).double()
     y = torch.from_numpy(d.labels.copy())
@@ -150,7 +150,7 @@ def test_cuda_request_without_gpu_is_a_clear_error(small_file):
 
 
 def test_core_and_cli_never_import_qt():
-    code = ("import sys, calibview.core.evaluate, calibview.core.report, calibview.core.importers, calibview.cli; "
+    code = ("import sys, calibview.core.evaluation.request, calibview.core.reports.tables, calibview.core.io.importers, calibview.cli.program; "
             "bad = [m for m in sys.modules if m.split('.')[0] in ('PySide6', 'pyqtgraph') or "
             "m.startswith('calibview.gui')]; print(bad); sys.exit(1 if bad else 0)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

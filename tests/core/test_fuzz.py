@@ -36,9 +36,9 @@ from hypothesis import given, strategies as st  # noqa: E402
 
 import h5py  # noqa: E402
 
-from calibview.cli import main  # noqa: E402
+from calibview.cli.program import main  # noqa: E402
 from calibview.core.errors import CalibviewError  # noqa: E402
-from calibview.core.logits import iter_split, list_runs, read_meta, read_split  # noqa: E402
+from calibview.core.io.logits import iter_split, list_runs, read_meta, read_split  # noqa: E402
 
 HANG_S = 60                 # a case still running after this is a hang: dump the stacks and end the run
 STORAGE = ("contiguous", "chunked", "gzip", "soft_link", "dangling_soft", "external_link", "virtual_fifo",

@@ -18,10 +18,10 @@ import h5py
 import numpy as np
 import pytest
 
-from calibview.core import guard
+from calibview.core.io import guard
 from calibview.core.errors import CalibviewError
-from calibview.core.importers import import_arrays
-from calibview.core.logits import list_runs, read_split
+from calibview.core.io.importers import import_arrays
+from calibview.core.io.logits import list_runs, read_split
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT_S = 60

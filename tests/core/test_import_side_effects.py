@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from calibview.core import report
+from calibview.core.reports import tables as report
 
 # In a fresh process: spy on os.umask and on glibc's mallopt, import the core, then run one CLI command.
 SPY = """
@@ -29,12 +29,12 @@ class Spy:
 
 ctypes.CDLL = lambda name, *a, **k: Spy(real_cdll(name, *a, **k)) if name == "libc.so.6" else real_cdll(name, *a, **k)
 real_umask(0o027)
-import calibview, calibview.core, calibview.core.evaluate, calibview.core.report, calibview.core.stream
-import calibview.core.importers, calibview.core.logits, calibview.cli
+import calibview, calibview.core, calibview.core.evaluation.request, calibview.core.reports.tables, calibview.core.io.stream
+import calibview.core.io.importers, calibview.core.io.logits, calibview.cli.program
 after_import = {"umask": list(umask_calls), "mallopt": list(mallopt_calls), "mask": real_umask(0o027)}
-from calibview.core import stream
+from calibview.core.io import stream
 has_libc = stream._LIBC is not None
-rc = calibview.cli.main(["metrics", sys.argv[1], "--calibrators", "none", "--n-boot", "0", "--json"])
+rc = calibview.cli.program.main(["metrics", sys.argv[1], "--calibrators", "none", "--n-boot", "0", "--json"])
 print(json.dumps({"after_import": after_import, "mallopt_after_main": mallopt_calls, "rc": rc,
                   "has_libc": has_libc}))
 """

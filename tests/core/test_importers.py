@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from calibview.core.errors import CalibviewError
-from calibview.core.importers import import_arrays, labels_for_npy
-from calibview.core.logits import list_runs, read_split
+from calibview.core.io.importers import import_arrays, labels_for_npy
+from calibview.core.io.logits import list_runs, read_split
 
 RNG = np.random.default_rng(1)
 

@@ -8,7 +8,7 @@ from scipy.optimize import minimize
 from scipy.special import logsumexp
 
 from calibview.core import calibrators as calib
-from calibview.core.metrics import chunk_rows
+from calibview.core.stats.metrics import chunk_rows
 
 
 def _many_absent(n=2000, k=5000, present=40, seed=0):

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from calibview.core.errors import Cancelled, CalibviewError
-from calibview.core.logits import (RunInfo, find_run, iter_split, list_runs, read_split, write_run,
+from calibview.core.io.logits import (RunInfo, find_run, iter_split, list_runs, read_split, write_run,
                                    write_splits)
 
 RNG = np.random.default_rng(0)

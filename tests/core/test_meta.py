@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 
 from calibview.cli import main
-from calibview.core.engine import Engine
+from calibview.core.evaluation.engine import Engine
 from calibview.core.errors import CalibviewError
-from calibview.core.evaluate import EvalRequest
-from calibview.core.importers import import_arrays
-from calibview.core.logits import list_runs, read_meta, write_run, write_splits
-from calibview.core.slices import evaluate_slices
+from calibview.core.evaluation.request import EvalRequest
+from calibview.core.io.importers import import_arrays
+from calibview.core.io.logits import list_runs, read_meta, write_run, write_splits
+from calibview.core.evaluation.slices import evaluate_slices
 
 N, K = 40, 3
 

@@ -5,7 +5,7 @@ import pytest
 import torch
 from sklearn.metrics import brier_score_loss, log_loss
 
-from calibview.core.metrics import (binned_metrics, classwise_ece, equal_width_bin, equal_width_table,
+from calibview.core.stats.metrics import (binned_metrics, classwise_ece, equal_width_bin, equal_width_table,
                                     resolve_bins, sample_stats, wilson_interval)
 
 

@@ -9,14 +9,14 @@ import pytest
 from scipy.stats import binomtest
 
 from _release_data import NAMES, RUN, ece_direct, softmax, toy_logits, write_toy
-from calibview.core import release as rel
-from calibview.core import release_stats as rs
-from calibview.core.acceptance import evaluate_config
-from calibview.core.drift import drift
-from calibview.core.engine import Engine
+from calibview.core.release import config as rel
+from calibview.core.release import stats as rs
+from calibview.core.release.acceptance import evaluate_config
+from calibview.core.release.drift import drift
+from calibview.core.evaluation.engine import Engine
 from calibview.core.errors import CalibviewError
-from calibview.core.release_build import build_release
-from calibview.core.report_html import render
+from calibview.core.release.build import build_release
+from calibview.core.reports.html import render
 
 FAST = dict(n_boot=20, device="cpu")
 
@@ -88,7 +88,7 @@ def test_a_tampered_config_is_refused_in_one_sentence(released):
 def test_per_class_thresholds_match_a_brute_force_scan(released, toy):
     eng = Engine()
     fitted = rel.calibrator_of(released.config)
-    from calibview.core.logits import read_split
+    from calibview.core.io.logits import read_split
     import torch
 
     d = read_split(toy, RUN, "val")
@@ -112,7 +112,7 @@ def test_per_class_thresholds_match_a_brute_force_scan(released, toy):
 
 def test_class_slices_are_the_subsets_evaluated_on_their_own(released, toy):
     fitted = rel.calibrator_of(released.config)
-    from calibview.core.logits import read_split
+    from calibview.core.io.logits import read_split
     import torch
 
     d = read_split(toy, RUN, "deploy")
@@ -155,7 +155,7 @@ def test_aurc_matches_a_direct_loop_with_ties():
 def test_check_criteria_on_known_ece(released, toy):
     checked = evaluate_config(Engine(), released.config, toy, "deploy", n_boot=20, device="cpu")
     fitted = rel.calibrator_of(released.config)
-    from calibview.core.logits import read_split
+    from calibview.core.io.logits import read_split
     import torch
 
     d = read_split(toy, RUN, "deploy")
@@ -201,7 +201,7 @@ def test_html_is_offline_embeds_the_figures_and_is_small(released):
 
 def test_html_metrics_table_uses_the_windows_unit_convention(released):
     """Issue 11: the report's metrics read like the window's table (unit in the header, fixed precision)."""
-    from calibview.core import units
+    from calibview.core.reports import units
     html = render(released, diagram_png=b"\x89PNG\r\n\x1a\nfake")
     assert ">ECE %</td>" in html and ">CAL ×100</td>" in html
     r = released.evaluation.results[0]

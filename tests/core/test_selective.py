@@ -12,8 +12,8 @@ import torch
 from scipy.stats import binomtest
 from sklearn.metrics import roc_auc_score
 
-from calibview.core import auroc as au
-from calibview.core import selective as sel
+from calibview.core.stats import auroc as au
+from calibview.core.stats import selective as sel
 
 
 def _data(n=300, seed=0, ties=True):
@@ -343,7 +343,7 @@ def test_resampled_auroc_against_repeat():
 # --- through the engine ------------------------------------------------------------------------------------------
 
 def _toy(path, n=(600, 700), k=5, seed=0):
-    from calibview.core.logits import write_run
+    from calibview.core.io.logits import write_run
 
     rng = np.random.default_rng(seed)
     for split, m in zip(("val", "test"), n):
@@ -355,10 +355,10 @@ def _toy(path, n=(600, 700), k=5, seed=0):
 
 
 def test_engine_columns_against_sklearn_and_selective(tmp_path, monkeypatch, caplog):
-    from calibview.core.engine import Engine
-    from calibview.core.evaluate import EvalRequest
-    from calibview.core.logits import find_run, read_split
-    from calibview.core.metrics import METRIC_NAMES
+    from calibview.core.evaluation.engine import Engine
+    from calibview.core.evaluation.request import EvalRequest
+    from calibview.core.io.logits import find_run, read_split
+    from calibview.core.stats.metrics import METRIC_NAMES
 
     path = _toy(tmp_path / "toy.h5")
     req = EvalRequest(file=str(path), run="net/toy", calibrators=("none", "ts", "hb"), n_boot=30, seed=2,

@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 
 from calibview.cli import main
-from calibview.core import shards
+from calibview.core.io import shards
 from calibview.core.errors import CalibviewError
-from calibview.core.evaluate import EvalRequest, evaluate
-from calibview.core.logits import read_split, write_run
+from calibview.core.evaluation.request import EvalRequest, evaluate
+from calibview.core.io.logits import read_split, write_run
 
 RUN = "resnet110-flsd53/cifar10"
 

@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 import torch
 
-from calibview.core import bootstrap
-from calibview.core.engine import Engine
+from calibview.core.stats import bootstrap
+from calibview.core.evaluation.engine import Engine
 from calibview.core.errors import CalibviewError
-from calibview.core.evaluate import EvalRequest, evaluate
-from calibview.core.logits import read_split, write_run
-from calibview.core.metrics import METRIC_NAMES
-from calibview.core.slices import evaluate_slices, slice_codes
+from calibview.core.evaluation.request import EvalRequest, evaluate
+from calibview.core.io.logits import read_split, write_run
+from calibview.core.stats.metrics import METRIC_NAMES
+from calibview.core.evaluation.slices import evaluate_slices, slice_codes
 
 K = 4
 CAL = ("none", "ts", "hb")
@@ -252,7 +252,7 @@ def test_many_class_slices_multiply_only_their_own_class_densely(tmp_path, monke
     """The per-class view at K = 50: each class slice's class-wise resamples need the dense (R x n) @ (n x K)
     product for at most its own class (the only one with a label entry in the first bin), and the grid-based
     intervals are left out above 16 slices."""
-    from calibview.core import slices as slices_mod
+    from calibview.core.evaluation import slices as slices_mod
 
     seen = []
     real = slices_mod.ClasswiseBootstrap.__init__
@@ -280,7 +280,7 @@ def test_many_class_slices_multiply_only_their_own_class_densely(tmp_path, monke
 
 
 def test_a_metric_without_a_value_for_slices_is_nan(toy, monkeypatch):
-    from calibview.core import slices as slices_mod
+    from calibview.core.evaluation import slices as slices_mod
 
     monkeypatch.setattr(slices_mod, "METRIC_NAMES", slices_mod.METRIC_NAMES + ("future_metric",))
     path, _ = toy

@@ -7,9 +7,9 @@ import relplot
 import torch
 
 import calibview
-from calibview.core import smoothing
+from calibview.core.stats import smoothing
 from calibview.core.errors import CalibviewError
-from calibview.core.smoothing import (bin_stats, cal_resampled, cal_tot, sharpness_curve, smece, smece_at,
+from calibview.core.stats.smoothing import (bin_stats, cal_resampled, cal_tot, sharpness_curve, smece, smece_at,
                                       smece_resampled)
 
 DEMO = calibview.demo_path()
@@ -18,7 +18,7 @@ SPLITS = ["resnet110-brier/cifar10", "resnet110-flsd53/cifar10", "resnet110-brie
 
 
 def _real(name, split="test"):
-    from calibview.core.logits import read_split
+    from calibview.core.io.logits import read_split
     d = read_split(DEMO, name, split)
     z = d.scores.astype(np.float64)
     y = d.labels

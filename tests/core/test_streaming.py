@@ -9,11 +9,12 @@ import numpy as np
 import pytest
 import torch
 
-from calibview.core import bootstrap, stream
+from calibview.core.stats import bootstrap
+from calibview.core.io import stream
 from calibview.core.errors import Cancelled, CalibviewError
-from calibview.core.evaluate import EvalRequest, evaluate
-from calibview.core.logits import write_splits
-from calibview.core.metrics import METRIC_NAMES
+from calibview.core.evaluation.request import EvalRequest, evaluate
+from calibview.core.io.logits import write_splits
+from calibview.core.stats.metrics import METRIC_NAMES
 
 TINY = 1             # bytes: every split is streamed
 

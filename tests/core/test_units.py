@@ -1,9 +1,9 @@
-"""The display unit convention (calibview.core.units): one per metric, fixed precision, no misleading zeros."""
+"""The display unit convention (calibview.core.reports.units): one per metric, fixed precision, no misleading zeros."""
 
 import math
 
-from calibview.core import units
-from calibview.core.metrics import METRIC_NAMES
+from calibview.core.reports import units
+from calibview.core.stats.metrics import METRIC_NAMES
 
 
 def test_every_metric_has_a_unit_and_a_header():

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 from PySide6 import QtCore
 
-from calibview.core.compare import compare, compare_columns, requests_for
-from calibview.core.engine import Engine
-from calibview.core.logits import write_run
-from calibview.core.metrics import METRIC_NAMES
-from calibview.gui.compare import MARK
+from calibview.core.evaluation.compare import compare, compare_columns, requests_for
+from calibview.core.evaluation.engine import Engine
+from calibview.core.io.logits import write_run
+from calibview.core.stats.metrics import METRIC_NAMES
+from calibview.gui.views.compare import MARK
 from calibview.gui.main_window import MainWindow
 
 WAIT_MS = 60_000
@@ -114,7 +114,7 @@ def test_comparing_two_runs_shows_both_diagrams_and_the_paired_differences(qtbot
     fig.range_combo.setCurrentIndex(fig.range_combo.findData("high"))
     fig.set_layout("calibrator")
     assert view.x_range() == (0.8, 1.0) and not any(se.band.isVisible() for p in view.panels for se in p.series)
-    from calibview.gui.export_dialog import ExportDialog
+    from calibview.plot.export_dialog import ExportDialog
     dialog = ExportDialog(fig, fig)
     dialog.format.setCurrentIndex(dialog.format.findData("pdf"))
     assert dialog.export_to(tmp_path / "cmp")[0].read_bytes().startswith(b"%PDF")

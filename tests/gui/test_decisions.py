@@ -10,8 +10,8 @@ import pytest
 from PySide6 import QtCore
 from scipy.stats import binomtest
 
-from calibview.core.engine import Engine
-from calibview.gui.decisions import STEPS, slider_to_threshold, threshold_to_slider
+from calibview.core.evaluation.engine import Engine
+from calibview.gui.views.decisions import STEPS, slider_to_threshold, threshold_to_slider
 from calibview.gui.main_window import MainWindow
 
 from test_domains_window import domains_file  # noqa: E402 (tests/gui is on sys.path)

@@ -7,8 +7,8 @@ import pytest
 from PySide6 import QtCore
 
 from calibview.cli import main as cli_main
-from calibview.core.logits import write_run
-from calibview.core.report import metric_columns
+from calibview.core.io.logits import write_run
+from calibview.core.reports.tables import metric_columns
 from calibview.gui.main_window import MainWindow
 
 WAIT_MS = 60_000

@@ -37,7 +37,7 @@ def test_export_onto_the_open_file_is_refused(qtbot, tmp_path, demo_file):
 
 def test_file_menu_opens_the_publication_export_dialog(qtbot, tmp_path, demo_file, monkeypatch):
     """File > Export figure (Ctrl+E) is the PNG/SVG/PDF dialog with size and DPI, not a screen grab (issue 11)."""
-    from calibview.gui import export_dialog
+    from calibview.plot import export_dialog
 
     opened = []
     monkeypatch.setattr(export_dialog.ExportDialog, "exec", lambda self: opened.append(self.options()) or 0)

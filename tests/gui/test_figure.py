@@ -9,14 +9,14 @@ import pytest
 pytest.importorskip("pytestqt")
 from PySide6 import QtGui  # noqa: E402
 
-from calibview.core.evaluate import EvalRequest, evaluate  # noqa: E402
-from calibview.gui.canvas import CalibrationCanvas  # noqa: E402
-from calibview.gui.figure import FigureView, legend_numbers  # noqa: E402
-from calibview.gui.figure_spec import (CurveItem, FigureOptions, calibrator_panels, parse_length,  # noqa: E402
+from calibview.core.evaluation.request import EvalRequest, evaluate  # noqa: E402
+from calibview.plot.canvas import CalibrationCanvas  # noqa: E402
+from calibview.plot.figure import FigureView, legend_numbers  # noqa: E402
+from calibview.plot.spec import (CurveItem, FigureOptions, calibrator_panels, parse_length,  # noqa: E402
                                        split_panels)
-from calibview.gui.palette import (NEUTRAL, PALETTE, assign_colors, contrast,  # noqa: E402
+from calibview.plot.palette import (NEUTRAL, PALETTE, assign_colors, contrast,  # noqa: E402
                                    deuteranopia_distance)
-from calibview.gui.theme import THEMES  # noqa: E402
+from calibview.plot.theme import THEMES  # noqa: E402
 
 RUN = "resnet110-brier/cifar100"
 NAMES = ("none", "ts", "ts-grid", "vs", "hb", "ir", "mrr")
@@ -183,7 +183,7 @@ def test_pdf_export_is_vector_and_svg_has_its_settings(canvas, tmp_path):
 
 
 def test_export_dialog_sizes(qtbot, canvas, tmp_path):
-    from calibview.gui.export_dialog import ExportDialog
+    from calibview.plot.export_dialog import ExportDialog
     d = ExportDialog(canvas)
     qtbot.addWidget(d)
     d.set_preset(3.5)
@@ -226,7 +226,7 @@ def test_legend_stays_in_view_when_zooming(canvas):
 
 @pytest.fixture(scope="module")
 def binary(tmp_path_factory):
-    from calibview.core.logits import write_run
+    from calibview.core.io.logits import write_run
     rng = np.random.default_rng(0)
     path = tmp_path_factory.mktemp("bin") / "bin.h5"
     for split, n in (("val", 3000), ("test", 3000)):
@@ -237,7 +237,7 @@ def binary(tmp_path_factory):
 
 
 def test_binary_run_is_drawn_from_one_half(qtbot, binary, tmp_path):
-    from calibview.core.report import curves_csv
+    from calibview.core.reports.tables import curves_csv
     c = CalibrationCanvas()
     qtbot.addWidget(c)
     c.resize(700, 500)

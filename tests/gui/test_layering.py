@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import calibview.gui
-from calibview.core.demo import demo_path
+from calibview.core.io.demo import demo_path
 
 GUI = Path(calibview.gui.__file__).resolve().parent
 
@@ -40,7 +40,7 @@ def test_opening_the_demo_leaves_the_cli_unimported(tmp_path):
             "MainWindow.open_files = lambda self, paths: print(*paths); "     # the path, not an evaluation
             "w = MainWindow(settings=QtCore.QSettings(sys.argv[1], QtCore.QSettings.IniFormat)); "
             "w.open_demo(); w.close(); "
-            "sys.exit(1 if 'calibview.cli' in sys.modules else 0)")
+            "sys.exit(1 if 'calibview.cli.program' in sys.modules else 0)")
     r = subprocess.run([sys.executable, "-c", code, str(tmp_path / "settings.ini")], capture_output=True, text=True,
                        env={**os.environ, "QT_QPA_PLATFORM": "offscreen"})
     assert r.returncode == 0 and r.stdout.strip().endswith("demo.h5"), r.stdout + r.stderr

@@ -9,8 +9,8 @@ import pytest
 from PySide6 import QtCore
 
 from calibview.core.errors import Cancelled
-from calibview.core.evaluate import EvalRequest, evaluate
-from calibview.core.logits import write_run
+from calibview.core.evaluation.request import EvalRequest, evaluate
+from calibview.core.io.logits import write_run
 from calibview.gui import worker as worker_module
 from calibview.gui.main_window import MainWindow
 from calibview.gui.session import Session

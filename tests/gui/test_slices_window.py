@@ -5,12 +5,12 @@ import numpy as np
 import pytest
 from PySide6 import QtCore
 
-from calibview.core import smoothing
-from calibview.core.engine import Engine
-from calibview.core.logits import write_run
+from calibview.core.stats import smoothing
+from calibview.core.evaluation.engine import Engine
+from calibview.core.io.logits import write_run
 from calibview.gui.main_window import MainWindow
 
-slices = pytest.importorskip("calibview.core.slices")
+slices = pytest.importorskip("calibview.core.evaluation.slices")
 WAIT_MS = 60_000
 
 

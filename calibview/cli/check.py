@@ -1,0 +1,55 @@
+"""``calibview check CONFIG FILE``: the seed's acceptance checklist re-computed on a split, for CI pipelines.
+Exit 0 when every criterion passes, 1 when any fails, 2 on bad input (tampered config, fit-data mismatch, another
+run or class count, unknown split)."""
+
+from __future__ import annotations
+
+import argparse
+
+HELP = "re-compute the acceptance checklist of an inference config on a split (exit 0 pass, 1 fail, 2 bad input)"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from calibview.cli.shared import add_common
+
+    p.add_argument("config", help="inference_config.json written by calibview release")
+    p.add_argument("file", help="HDF5 logits file with labelled data of the deployment domain")
+    p.add_argument("--split", default=None, help="split to check (default: the config's eval_split)")
+    p.add_argument("--max-ece", type=float, default=0.03)
+    p.add_argument("--max-class-ece", type=float, default=0.10)
+    p.add_argument("--max-high-conf-gap", type=float, default=0.05)
+    p.add_argument("--high-conf", type=float, default=0.95)
+    p.add_argument("--use-bound", choices=("point", "upper"), default="point",
+                   help="compare the point estimate (default) or the interval's upper bound with each limit")
+    p.add_argument("--min-slice", type=int, default=30, help="classes with fewer samples are left out")
+    p.add_argument("--n-boot", type=int, default=None, help="resamples (default: the config's)")
+    p.add_argument("--json", action="store_true", help="print a JSON list of criteria")
+    add_common(p)
+
+
+def run(args) -> int:
+    import json
+
+    from calibview.core.release import config as rel
+    from calibview.core.release.acceptance import Limits, criteria, evaluate_config, verdict
+    from calibview.core.evaluation.engine import Engine
+    from calibview.cli.shared import criteria_table
+
+    config = rel.load_config(args.config)
+    split = args.split or config["provenance"]["eval_split"]
+    limits = Limits(max_ece=args.max_ece, max_class_ece=args.max_class_ece, max_high_conf_gap=args.max_high_conf_gap,
+                    high_conf=args.high_conf, use_bound=args.use_bound, min_slice=args.min_slice)
+    checked = evaluate_config(Engine(), config, args.file, split, min_slice=args.min_slice, n_boot=args.n_boot,
+                              device=args.device, path=args.config)
+    rows = criteria(config, checked, limits)
+    passed = all(c.passed for c in rows)
+    if args.json:
+        print(json.dumps([c.record() for c in rows], indent=2))
+    else:
+        print(f"{rel.run_name(config)} on {split} (N={checked.evaluation.n_eval}) with {config['calibrator']['method']} "
+              f"of config {config['config_sha256'][:12]}")
+        print(criteria_table(rows))
+        print(verdict(checked.result.metrics["ece"].value))
+        print("PASS: every criterion passes." if passed else
+              f"FAIL: {sum(not c.passed for c in rows)} of {len(rows)} criteria fail.")
+    return 0 if passed else 1

@@ -1,0 +1,95 @@
+"""``calibview release FILE --run R --calibrator ts --fit-split val --eval-split deploy -o DIR``: the inference
+config, report.html, metrics.csv, per_class.csv and diagram.png of a calibrated model, all written atomically
+after everything was computed."""
+
+from __future__ import annotations
+
+import argparse
+
+HELP = "fit, evaluate and write the release material: inference_config.json, report.html, CSVs, diagram.png"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from calibview.cli.shared import add_common
+
+    p.add_argument("file", help="HDF5 logits file holding the fit and eval splits")
+    p.add_argument("--run", required=True, metavar="MODEL/DATASET")
+    p.add_argument("--calibrator", default="ts", help="calibrator to ship (default: ts)")
+    p.add_argument("--fit-split", default="val", help="split the calibrator and thresholds are fitted on")
+    p.add_argument("--eval-split", required=True, help="held-out split of the deployment domain")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--target-precision", type=float, default=None, metavar="P",
+                   help="decide a global and per-class thresholds reaching precision P on calibrated fit scores")
+    g.add_argument("--threshold", type=float, default=None, metavar="T", help="ship a fixed global threshold T")
+    p.add_argument("-o", "--out", required=True, help="output directory (created)")
+    p.add_argument("--by", default=None, metavar="COLUMN", help="metadata column (or 'class') to slice by")
+    p.add_argument("--slice-bins", type=int, default=4, help="quantile groups of a float column (default 4)")
+    p.add_argument("--min-slice", type=int, default=30, help="smallest slice evaluated (default 30)")
+    p.add_argument("--audit", default="0.9,0.95,0.99", help="high-confidence thresholds audited")
+    p.add_argument("--bins", type=int, default=15, help="equal-width bins (default 15)")
+    p.add_argument("--bandwidth", type=float, default=0.05)
+    p.add_argument("--kernel", default="gaussian")
+    p.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples per interval")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--level", type=float, default=0.95)
+    p.add_argument("--no-diagram", action="store_true", help="skip diagram.png (the report draws an SVG instead)")
+    add_common(p)
+
+
+def run(args) -> int:
+    from calibview.core.release import config as rel
+    from calibview.core.release.acceptance import Limits
+    from calibview.core.evaluation.engine import Engine
+    from calibview.core.errors import CalibviewError
+    from calibview.core.release.build import build_release, per_class_csv
+    from calibview.core.reports.tables import metrics_csv
+    from calibview.core.reports.html import render
+    from calibview.cli.shared import out_dir, render_png, write_all
+
+    out = out_dir(args.out)
+    try:
+        audit = [float(x) for x in args.audit.split(",")]
+    except ValueError:
+        raise CalibviewError(f"--audit takes comma-separated thresholds such as 0.9,0.95, not {args.audit!r}.") from None
+    r = build_release(Engine(), args.file, args.run, args.calibrator, args.fit_split, args.eval_split,
+                      threshold=args.threshold, target_precision=args.target_precision, bins=args.bins,
+                      bandwidth=args.bandwidth, kernel=args.kernel, n_boot=args.n_boot, seed=args.seed,
+                      level=args.level, device=args.device, by=args.by, slice_bins=args.slice_bins,
+                      min_slice=args.min_slice, audit_thresholds=audit, limits=Limits(min_slice=args.min_slice))
+    ev = r.evaluation
+    png = None if args.no_diagram else render_png(
+        ev, f"{ev.run.name} · {ev.request.eval_split} (N = {ev.n_eval:,}, K = {ev.k})")
+    files = {"inference_config.json": rel.config_text(r.config), "metrics.csv": metrics_csv(r.rows),
+             "per_class.csv": per_class_csv(r.per_class), "report.html": render(r, png)}
+    if png:
+        files["diagram.png"] = png
+    paths = write_all(out, files, inputs=[args.file])
+    m = r.config["metrics"]
+    t = r.config["thresholds"]
+    print(f"{ev.run.name}: {r.name} fitted on {args.fit_split} (N={ev.n_fit}), evaluated on {args.eval_split} "
+          f"(N={ev.n_eval}): ECE {rel_pct(m.get('ece'))} [{rel_pct(m.get('ece_lo'))}, {rel_pct(m.get('ece_hi'))}]")
+    print(r.verdict)
+    if t["target_precision"] is not None:
+        per = t["per_class"] or []
+        print(f"thresholds for precision {t['target_precision']:g}: global {_f(t['global'])}, per class "
+              f"{sum(v is not None for v in per)} of {len(per)} reachable")
+    elif t["global"] is not None:
+        print(f"global threshold {t['global']:g}")
+    if r.slices:
+        small = [s for s in r.slices if s.get("n", 0) < args.min_slice]
+        flagged = [str(s["slice"]) for s in r.slices if s.get("flagged")]
+        print(f"slices by {args.by}: {len(r.slices)} ({len(small)} below --min-slice)" +
+              (f", ECE differs from the whole split in: {', '.join(flagged)}" if flagged else ""))
+    failed = [c.criterion for c in r.checklist if not c.passed]
+    print("checklist (default limits): " + ("all pass" if not failed else "failing: " + "; ".join(failed)))
+    print(f"config_sha256 {r.config['config_sha256']}")
+    print("wrote " + ", ".join(str(p) for p in paths))
+    return 0
+
+
+def rel_pct(x) -> str:
+    return "-" if x is None else f"{100 * x:.2f}%"
+
+
+def _f(x) -> str:
+    return "none" if x is None else f"{x:.4f}"

@@ -1,0 +1,84 @@
+"""Helpers shared by the release, check and drift commands (a leading underscore: not a command itself)."""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+
+from calibview.core.errors import CalibviewError
+
+
+def add_common(p: argparse.ArgumentParser) -> None:
+    from calibview.cli.program import add_input_options
+    from calibview.startup import add_log_options
+
+    p.add_argument("--device", default="auto", help="cpu, cuda or auto (default: auto)")
+    add_log_options(p)
+    add_input_options(p)          # --allow-external, --allow-sparse (calibview.core.io.guard)
+
+
+def render_png(evaluation, title: str) -> bytes | None:
+    """diagram.png drawn offscreen by the GUI canvas (lazily: the core never imports Qt), as bytes; None (with a
+    warning) when Qt is not installed."""
+    import sys
+
+    try:
+        from calibview.plot.canvas import render_diagram_png
+    except ImportError as e:
+        print(f"calibview: warning: no diagram.png ({e}); install PySide6 and pyqtgraph for it.", file=sys.stderr)
+        return None
+    with tempfile.TemporaryDirectory(prefix="calibview-diagram-") as tmp:
+        path = Path(tmp) / "diagram.png"
+        render_diagram_png(list(evaluation.results), path, bandwidth=evaluation.request.bandwidth,
+                           kernel=evaluation.request.kernel, title=title)
+        return path.read_bytes()
+
+
+def out_dir(path: str) -> Path:
+    out = Path(path)
+    if out.exists() and not out.is_dir():
+        raise CalibviewError(f"-o {out} exists and is not a directory; give a directory to write into.")
+    return out
+
+
+def write_all(out: Path, files: dict, inputs=()) -> list[Path]:
+    """Write every file atomically, after everything was computed (an error before leaves nothing behind); an
+    output that is one of ``inputs`` (same device and inode) is refused before anything is written."""
+    from calibview.core.reports.tables import atomic_write
+    from calibview.core.io.safe_io import refuse_overwriting_inputs
+
+    refuse_overwriting_inputs([out / name for name in files], inputs)
+    paths = []
+    for name, data in files.items():
+        atomic_write(out / name, data)
+        paths.append(out / name)
+    return paths
+
+
+def fmt(x, digits: int = 4) -> str:
+    import math
+
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "-"
+    if isinstance(x, float):
+        return f"{x:.{digits}f}"
+    return str(x)
+
+
+def criteria_table(rows) -> str:
+    """The checklist as a plain-text table: criterion, value [interval], limit, pass/fail."""
+    lines = []
+    cells = []
+    for c in rows:
+        value = fmt(c.value)
+        if c.lo is not None and c.hi is not None:
+            value += f" [{fmt(c.lo)}, {fmt(c.hi)}]"
+        limit = f"<= {fmt(c.limit)}" if isinstance(c.limit, float) else str(c.limit)
+        cells.append((c.criterion, value, limit, "pass" if c.passed else "FAIL"))
+    w = [max(len(r[i]) for r in cells + [("criterion", "value [interval]", "limit", "result")]) for i in range(4)]
+    head = ("criterion", "value [interval]", "limit", "result")
+    lines.append("  ".join(h.ljust(w[i]) for i, h in enumerate(head)).rstrip())
+    for r in cells:
+        lines.append("  ".join(v.ljust(w[i]) for i, v in enumerate(r)).rstrip())
+    return "\n".join(lines)

@@ -1,0 +1,509 @@
+"""Histogram binning, isotonic regression, Platt, beta calibration and the MRR baseline (METRICS.md, "Post-hoc
+calibrators"), plugged into :mod:`calibview.core.calibrators.base` through :func:`register`.
+
+Conventions shared by ``hb`` and ``ir``
+  * ``p = softmax(z)`` in float64 (:func:`probabilities`), the same computation at fit and at apply,
+    so a fit-split probability lands in exactly the bin / threshold interval it was counted in.
+  * One-vs-rest: class k's map is fitted on (p_k, 1[y = k]) over all fit rows; the K maps are then applied to
+    a row and the row renormalised to sum 1. Zero entries stay exact zeros (log-probability -inf, infinite NLL
+    when the label has it, never clipped). A row whose K mapped values are all 0 has no calibrated
+    distribution: it falls back to the uncalibrated row (netcal returns NaN there, its issue #56).
+  * A class absent from the fit split maps to 0 everywhere (``ir``) or wherever its bin was non-empty
+    (``hb``; empty bins map to their centre); the renormalisation or the fallback still gives a valid row,
+    and fit returns a warning naming such classes.
+
+``hb``: bins are ``lo < p <= hi`` with 0 in the first bin (as :func:`calibview.core.stats.metrics.equal_width_bin`),
+  edges ``np.linspace(0, 1, B + 1)`` ("uniform") or per class ``0, np.quantile(p_k, j / B) ..., 1`` of the
+  fit split ("quantile", equal mass). A bin is mapped to the fraction of positives among the fit rows in it;
+  an empty bin to its centre (lo + hi) / 2 (no data: the uncalibrated midpoint). netcal 1.4.0 uses the centre
+  too, but counts with ``lo <= p < hi`` at fit and ``lo < p <= hi`` at transform, clips p to [eps, 1 - eps]
+  at fit, leaves the column of an absent class at 0 and divides all-zero rows by 0 (NaN).
+``ir``: ``scipy.optimize.isotonic_regression`` (increasing) on the unique p_k of the fit split (duplicates
+  pooled with their counts as weights), predicted as sklearn's ``IsotonicRegression(out_of_bounds="clip")``:
+  linear interpolation between the kept thresholds, clipped to the fitted range. Only the points where the
+  step function changes are stored (sklearn's ``trim_duplicates``). sklearn also pools x that differ by less
+  than 1e-15; here only exact ties are pooled.
+``platt`` / ``beta`` (K = 2): logistic regressions by Newton's method to convergence, on the log-odds
+  s = z_1 - z_0 (an infinite s from a stored exact 0 probability counts as +-1e4), or on
+  (ln p, -ln(1 - p)) with p clipped to [eps, 1 - eps] like betacal. Platt's smoothed targets
+  ((N+ + 1)/(N+ + 2), 1/(N- + 2)) are off by default (``smooth_targets=True`` turns them on); they are used
+  anyway, with a warning, when the fit split is separable and the maximum-likelihood fit does not exist.
+  beta keeps a, b >= 0: a negative coefficient (a checked first, as betacal) is dropped and the rest refitted;
+  unlike betacal, a coefficient still negative after that is dropped as well (intercept only, warned).
+``mrr``: the arg-max class (first index on ties) gets the fit-split accuracy ``acc``, the others
+  (1 - acc)/(K - 1). The arg-max is kept only when acc > 1/K; otherwise the predicted class gets no more
+  probability than the others (the arg-max moves to the first other class) and fit warns.
+
+Options are keyword arguments of ``fit`` (or of the constructor, for the registered defaults): hb ``bins``
+(15) and ``strategy`` ("uniform"); platt / beta ``smooth_targets`` (False). The quantile-hb and ir fits hold
+the (K, N) float64 fit-split probabilities in memory (8 N K bytes).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Optional
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from scipy.optimize import isotonic_regression
+from scipy.special import expit
+
+from calibview.core.calibrators.base import Fitted, Method, get, register
+from calibview.core.errors import CalibviewError, check_cancel, report
+from calibview.core.stats.metrics import chunk_rows
+
+# Rows per pass at fit time: chunk_rows(K) (float64 (rows, K) temporaries of ~16 MB); apply receives chunks from
+# its caller.
+CLASS_BLOCK = 64         # classes per block when whole columns are processed (quantiles, isotonic fits)
+_EPS = float(np.finfo(np.float64).eps)
+_LOG_CLIP = (math.log(_EPS), math.log1p(-_EPS))    # betacal's clip of p to [eps, 1 - eps], in logs
+_S_CAP = 1e4             # |log-odds| standing in for an infinite one (a stored probability of exactly 0 or 1)
+
+
+# --- shared helpers -------------------------------------------------------------------------------------------
+
+def log_probabilities(scores: torch.Tensor) -> torch.Tensor:
+    """float64 log-softmax of the scores: the uncalibrated log-probabilities (as the identity calibrator)."""
+    return torch.log_softmax(scores.to(torch.float64), dim=1)
+
+
+def probabilities(scores: torch.Tensor) -> torch.Tensor:
+    """float64 softmax of the scores, exactly as the hb / ir fits and maps compute it (torch computes each row
+    alike whatever the chunk, so fit and apply see bitwise the same values)."""
+    return torch.softmax(scores.to(torch.float64), dim=1)
+
+
+def _columns(scores: torch.Tensor, cancel, progress, what: str) -> np.ndarray:
+    """The (K, N) float64 probabilities of the fit split, one class per row (8 N K bytes)."""
+    n, k = scores.shape
+    out = np.empty((k, n))
+    rows = chunk_rows(k)
+    for start in range(0, n, rows):
+        check_cancel(cancel)
+        stop = min(n, start + rows)
+        out[:, start:stop] = probabilities(scores[start:stop]).cpu().numpy().T
+        report(progress, stop / n, f"{what}: {stop} of {n} rows")
+    return out
+
+
+def _names(idx: np.ndarray) -> str:
+    shown = ", ".join(str(int(i)) for i in idx[:5])
+    return shown + (", ..." if len(idx) > 5 else "")
+
+
+def _fit_checks(scores: torch.Tensor, labels: torch.Tensor, label: str) -> list[str]:
+    """Errors and warnings every method shares: an empty split, a single row, identical rows."""
+    n = int(scores.shape[0])
+    if n == 0:
+        raise CalibviewError(f"The fit split has no rows; {label} needs labelled rows to fit on.")
+    if labels.shape[0] != n:
+        raise CalibviewError(f"The fit split has {n} rows of scores but {labels.shape[0]} labels; "
+                             "they must have one label per row.")
+    if n == 1:
+        return [f"{label} was fitted on a single row, so it only knows that row's class."]
+    rows = chunk_rows(int(scores.shape[1]))
+    if all(bool((scores[s:s + rows] == scores[:1]).all()) for s in range(0, n, rows)):
+        return [f"Every row of the fit split has the same scores, so {label} can only learn the class "
+                "frequencies."]
+    return []
+
+
+def _renormalise(q: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+    """log(q / row sum), in q's storage; rows summing to 0 fall back to the uncalibrated log-probabilities."""
+    s = q.sum(dim=1, keepdim=True)
+    zero = s[:, 0] == 0
+    out = q.log_().sub_(s.log())
+    if bool(zero.any()):
+        out[zero] = log_probabilities(scores[zero])
+    return out
+
+
+class _OneVsRest(Method):
+    """hb and ir: K independent maps p_k -> [0, 1], then renormalised rows."""
+
+    def map(self, prepared: Any, p: torch.Tensor) -> torch.Tensor:
+        """(N, K) contiguous unnormalised per-class values for probabilities ``p`` (may reuse p's storage)."""
+        raise NotImplementedError
+
+    def apply(self, prepared, scores):
+        return _renormalise(self.map(prepared, probabilities(scores)), scores)
+
+
+def one_vs_rest(fitted: Fitted, scores: torch.Tensor) -> torch.Tensor:
+    """The per-class maps of a fitted ``hb`` / ``ir`` calibrator on ``scores``, before renormalisation."""
+    method = get(fitted.method)
+    if not isinstance(method, _OneVsRest):
+        raise CalibviewError(f"{method.label} is not a one-vs-rest calibrator.")
+    return method.map(method.prepare(fitted.params, scores.device), probabilities(scores))
+
+
+def _absent_warning(y: np.ndarray, k: int, label: str, what: str) -> list[str]:
+    absent = np.flatnonzero(np.bincount(y, minlength=k) == 0)
+    if not absent.size:
+        return []
+    return [f"{absent.size} of {k} classes never occur in the fit split (class {_names(absent)}); {label} "
+            f"maps them to probability 0{what}."]
+
+
+# --- histogram binning ----------------------------------------------------------------------------------------
+
+def _quantiles(srt: np.ndarray, b: int) -> np.ndarray:
+    """np.quantile(x, j / b, method="linear") for j = 1..b-1 along the rows of the row-sorted ``srt``."""
+    n = srt.shape[1]
+    v = (n - 1) * (np.arange(1, b) / b)
+    lo = np.floor(v).astype(np.int64)
+    hi = np.minimum(lo + 1, n - 1)
+    t = v - lo
+    a, d = srt[:, lo], srt[:, hi] - srt[:, lo]
+    return np.where(t >= 0.5, srt[:, hi] - d * (1 - t), a + d * t)     # numpy's _lerp
+
+
+class HistogramBinning(_OneVsRest):
+    name, label, keeps_argmax = "hb", "Histogram binning", False
+    strategies = ("uniform", "quantile")
+
+    def __init__(self, bins: int = 15, strategy: str = "uniform"):
+        if strategy not in self.strategies:      # checked here too, so a bad option fails before any data is read
+            raise CalibviewError(f"Unknown histogram-binning strategy {strategy!r}; choose uniform or quantile.")
+        self.bins, self.strategy = bins, strategy
+
+    def fit(self, scores, labels, *, progress=None, cancel=None, bins: Optional[int] = None,
+            strategy: Optional[str] = None):
+        b = int(self.bins if bins is None else bins)
+        strategy = self.strategy if strategy is None else strategy
+        if b < 1:
+            raise CalibviewError(f"Histogram binning needs at least 1 bin, got {b}.")
+        if strategy not in self.strategies:
+            raise CalibviewError(f"Unknown histogram-binning strategy {strategy!r}; choose uniform or quantile.")
+        warnings = _fit_checks(scores, labels, self.label)
+        n, k = scores.shape
+        y = labels.to(device=scores.device, dtype=torch.int64)
+        if strategy == "uniform":
+            edges = np.linspace(0.0, 1.0, b + 1)
+        else:
+            edges = np.empty((k, b + 1))
+            edges[:, 0], edges[:, -1] = 0.0, 1.0
+            cols = _columns(scores, cancel, lambda f, m: report(progress, 0.4 * f, m), "equal-mass edges")
+            for k0 in range(0, k, CLASS_BLOCK):
+                check_cancel(cancel)
+                edges[k0:k0 + CLASS_BLOCK, 1:-1] = _quantiles(np.sort(cols[k0:k0 + CLASS_BLOCK], axis=1), b)
+            del cols
+            edges = np.maximum.accumulate(np.clip(edges, 0.0, 1.0), axis=1)
+        prepared = self._bin_layout(edges, k, b, scores.device)
+        count = torch.zeros(k * b, dtype=torch.float64, device=scores.device)
+        pos = torch.zeros(k * b, dtype=torch.float64, device=scores.device)
+        start0 = 0.0 if strategy == "uniform" else 0.5
+        rows = chunk_rows(k)
+        for start in range(0, n, rows):
+            check_cancel(cancel)
+            stop = min(n, start + rows)
+            flat = self._flat_bins(prepared, probabilities(scores[start:stop]))
+            count += torch.bincount(flat.reshape(-1), minlength=k * b).to(torch.float64)
+            pos += torch.bincount(flat.gather(1, y[start:stop, None])[:, 0], minlength=k * b).to(torch.float64)
+            report(progress, start0 + (1 - start0) * stop / n, f"histogram binning: {stop} of {n} rows")
+        count, pos = count.cpu().numpy().reshape(k, b), pos.cpu().numpy().reshape(k, b)
+        e = np.broadcast_to(edges, (k, b + 1))
+        empty = count == 0
+        value = np.where(empty, 0.5 * (e[:, :-1] + e[:, 1:]), pos / np.maximum(count, 1))
+        if empty.any():
+            warnings.append(f"{int(empty.sum())} of the {k * b} class bins are empty in the fit split; they map "
+                            "to their bin centre.")
+        warnings += _absent_warning(labels.cpu().numpy(), k, self.label, " in every non-empty bin")
+        return {"bins": b, "strategy": strategy, "edges": edges, "value": value}, tuple(warnings)
+
+    @staticmethod
+    def _bin_layout(edges, k: int, b: int, device) -> dict[str, Any]:
+        # Searching the edges with the outer two at -inf / +inf puts p = 0 in the first bin and p = 1 in the last
+        # without a clamp (the interior edges decide, lo < p <= hi).
+        search = np.array(edges, dtype=np.float64)
+        search[..., 0], search[..., -1] = -np.inf, np.inf
+        return {"edges": torch.as_tensor(search, device=device), "b": b,
+                "offset": torch.arange(k, device=device) * b - 1}
+
+    def prepare(self, params, device):
+        value = np.asarray(params["value"], dtype=np.float64)
+        k, b = value.shape
+        return {**self._bin_layout(params["edges"], k, b, device),
+                "value": torch.as_tensor(value.reshape(-1), device=device)}
+
+    @staticmethod
+    def _flat_bins(prepared, p: torch.Tensor) -> torch.Tensor:
+        """(N, K) index k * B + bin of every entry (``lo < p <= hi``, 0 in bin 0)."""
+        edges = prepared["edges"]
+        if edges.ndim == 1:
+            return torch.searchsorted(edges, p, side="left").add_(prepared["offset"])
+        return torch.searchsorted(edges, p.T.contiguous(), side="left").T + prepared["offset"]
+
+    def map(self, prepared, p):
+        flat = self._flat_bins(prepared, p)
+        return torch.index_select(prepared["value"], 0, flat.reshape(-1), out=p.view(-1)).view(p.shape)
+
+
+# --- isotonic regression --------------------------------------------------------------------------------------
+
+def _isotonic_steps(x_sorted: np.ndarray, x_pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Thresholds (x, y) of the increasing isotonic fit of 1[positive] on the sorted sample ``x_sorted``, whose
+    positives have the values ``x_pos``; only the first and last point of every constant run are kept."""
+    n = x_sorted.shape[0]
+    starts = np.flatnonzero(np.r_[True, x_sorted[1:] != x_sorted[:-1]])
+    ux = x_sorted[starts]
+    if x_pos.size == 0:
+        fy = np.zeros(ux.shape[0])
+    else:
+        w = np.diff(np.r_[starts, n]).astype(np.float64)
+        npos = np.bincount(np.searchsorted(ux, x_pos), minlength=ux.shape[0])
+        fy = np.clip(isotonic_regression(npos / w, weights=w, increasing=True).x, 0.0, 1.0)
+    keep = np.ones(ux.shape[0], dtype=bool)
+    keep[1:-1] = (fy[1:-1] != fy[:-2]) | (fy[1:-1] != fy[2:])
+    return ux[keep], fy[keep]
+
+
+class Isotonic(_OneVsRest):
+    name, label, keeps_argmax = "ir", "Isotonic regression", False
+
+    def fit(self, scores, labels, *, progress=None, cancel=None):
+        warnings = _fit_checks(scores, labels, self.label)
+        k = scores.shape[1]
+        y = labels.cpu().numpy()
+        order = np.argsort(y, kind="stable")
+        bounds = np.searchsorted(y[order], np.arange(k + 1))
+        cols = _columns(scores, cancel, lambda f, m: report(progress, 0.3 * f, m), "isotonic regression")
+        xs, ys, offsets = [], [], [0]
+        for k0 in range(0, k, CLASS_BLOCK):
+            srt = np.sort(cols[k0:k0 + CLASS_BLOCK], axis=1)
+            for j in range(srt.shape[0]):
+                check_cancel(cancel)
+                c = k0 + j
+                tx, ty = _isotonic_steps(srt[j], cols[c, order[bounds[c]:bounds[c + 1]]])
+                xs.append(tx)
+                ys.append(ty)
+                offsets.append(offsets[-1] + tx.shape[0])
+            report(progress, 0.3 + 0.7 * (c + 1) / k, f"isotonic regression: {c + 1} of {k} classes")
+        warnings += _absent_warning(y, k, self.label, "")
+        return {"x": np.concatenate(xs), "y": np.concatenate(ys), "offsets": offsets}, tuple(warnings)
+
+    def prepare(self, params, device):
+        """Per class, segment j = searchsorted(x, p, side="left") of the L thresholds x: segment 0 (p <= x_0) and
+        segment L (p > x_{L-1}) are the clipped constants, segment 1 <= j < L interpolates from x_{j-1} with
+        scipy interp1d's slope (y_j - y_{j-1}) / (x_j - x_{j-1})."""
+        x = np.asarray(params["x"], dtype=np.float64)
+        y = np.asarray(params["y"], dtype=np.float64)
+        off = np.asarray(params["offsets"], dtype=np.int64)
+        lens = np.diff(off)
+        k, m = lens.shape[0], int(lens.max())
+        search = np.full((k, m), np.inf)
+        x_lo = np.zeros((k, m + 1))
+        y_lo = np.repeat(y[off[1:] - 1, None], m + 1, axis=1)     # segment L and the padding: y_{L-1}
+        slope = np.zeros((k, m + 1))
+        for c in range(k):
+            xc, yc, n_c = x[off[c]:off[c + 1]], y[off[c]:off[c + 1]], lens[c]
+            search[c, :n_c] = xc
+            y_lo[c, 0] = yc[0]
+            x_lo[c, 1:n_c], y_lo[c, 1:n_c] = xc[:-1], yc[:-1]
+            slope[c, 1:n_c] = (yc[1:] - yc[:-1]) / (xc[1:] - xc[:-1])
+        t = lambda a: torch.as_tensor(a, device=device)
+        return {"search": t(search), "x_lo": t(x_lo), "y_lo": t(y_lo), "slope": t(slope)}
+
+    def map(self, prepared, p):
+        pt = p.T.contiguous()
+        seg = torch.searchsorted(prepared["search"], pt, side="left")
+        out = pt.sub_(prepared["x_lo"].gather(1, seg))
+        out.mul_(prepared["slope"].gather(1, seg)).add_(prepared["y_lo"].gather(1, seg))
+        return p.copy_(out.T)
+
+
+# --- binary logistic calibrators ------------------------------------------------------------------------------
+
+def _newton_logistic(x: np.ndarray, t: np.ndarray, cancel, max_iter: int = 100) -> tuple[np.ndarray, bool]:
+    """Minimise mean[log(1 + e^eta) - t eta], eta = x @ w[:-1] + w[-1]; returns (w, converged)."""
+    n = x.shape[0]
+    a = np.column_stack([x, np.ones(n)])
+    w = np.zeros(a.shape[1])
+    w[-1] = math.log(t.mean() / (1 - t.mean()))
+    loss = lambda w_: float(np.mean(np.logaddexp(0.0, a @ w_) - t * (a @ w_)))
+    f = loss(w)
+    for _ in range(max_iter):
+        check_cancel(cancel)
+        eta = a @ w
+        g = a.T @ (expit(eta) - t) / n
+        h = (a * (expit(eta) * expit(-eta))[:, None]).T @ a / n
+        try:
+            step = np.linalg.solve(h, g)
+        except np.linalg.LinAlgError:
+            return w, False
+        if not np.all(np.isfinite(step)):
+            return w, False
+        alpha = 1.0
+        while True:
+            new = w - alpha * step
+            f_new = loss(new)
+            if f_new <= f - 1e-4 * alpha * float(g @ step) or alpha < 1e-12:
+                break
+            alpha *= 0.5
+        done = np.max(np.abs(alpha * step)) <= 1e-11 * (1.0 + np.max(np.abs(w)))
+        w, f = new, f_new
+        if done:
+            return w, bool(np.all(np.isfinite(w)))
+    return w, False
+
+
+def _separable(u: np.ndarray, y: np.ndarray) -> bool:
+    """Whether a threshold on ``u`` separates the classes (completely or quasi-completely)."""
+    u0, u1 = u[y == 0], u[y == 1]
+    return bool(u0.max() <= u1.min() or u1.max() <= u0.min())
+
+
+def _fit_binary(x: np.ndarray, y: np.ndarray, order: np.ndarray, *, smooth: bool, nonneg: bool, label: str,
+                cancel) -> tuple[np.ndarray, float, bool, list[str]]:
+    """Logistic regression of y on the columns of x (constant columns get coefficient 0); ``order`` is a score
+    monotone in every column, to detect separation. Returns (coefficients, intercept, smoothed, warnings)."""
+    n = y.shape[0]
+    n1 = int(y.sum())
+    if n1 in (0, n):
+        raise CalibviewError(f"{label} needs both classes in the fit split, but all {n} of its rows have "
+                             f"label {int(y[0])}.")
+    warnings: list[str] = []
+    keep = [j for j in range(x.shape[1]) if np.ptp(x[:, j]) > 0]
+    if not keep:
+        warnings.append(f"The {label} input is the same in every row of the fit split; it predicts the "
+                        f"class-1 frequency {n1 / n:.6g} everywhere.")
+    elif not smooth and _separable(order, y):
+        smooth = True
+        warnings.append(f"The fit split is separable by the score, so {label} has no maximum-likelihood fit; "
+                        "Platt's smoothed targets were used instead.")
+    t = y.astype(np.float64)
+    if smooth:
+        t = np.where(y == 1, (n1 + 1) / (n1 + 2), 1 / (n - n1 + 2))
+    while True:
+        w, ok = _newton_logistic(x[:, keep], t, cancel)
+        if not ok and not smooth:
+            smooth, t = True, np.where(y == 1, (n1 + 1) / (n1 + 2), 1 / (n - n1 + 2))
+            warnings.append(f"{label} did not converge (the fit split looks separable); Platt's smoothed "
+                            "targets were used instead.")
+            continue
+        if not ok:
+            raise CalibviewError(f"{label} did not converge on this fit split; try temperature scaling.")
+        neg = [j for j, wj in zip(keep, w[:-1]) if wj < 0] if nonneg else []
+        if not neg:
+            break
+        if len(keep) == 1:
+            warnings.append(f"{label}'s remaining coefficient came out negative; it was set to 0 (intercept only).")
+        keep = [j for j in keep if j != neg[0]]
+    coef = np.zeros(x.shape[1])
+    coef[keep] = w[:-1]
+    return coef, float(w[-1]), smooth, warnings
+
+
+def _log_odds(scores: torch.Tensor) -> torch.Tensor:
+    z = scores.to(torch.float64)
+    return torch.nan_to_num(z[:, 1] - z[:, 0], posinf=_S_CAP, neginf=-_S_CAP)
+
+
+def _binary_log_probs(eta: torch.Tensor) -> torch.Tensor:
+    return torch.stack([F.logsigmoid(-eta), F.logsigmoid(eta)], dim=1)
+
+
+class _BinaryLogistic(Method):
+    """A logistic map on features of the binary scores, fitted by converged NLL (Newton); subclasses give the
+    features, whether their coefficients must be >= 0, and the parameter names."""
+
+    binary_only, keeps_argmax = True, False
+    coef_names: tuple[str, ...] = ()
+    nonneg = False
+
+    def __init__(self, smooth_targets: bool = False):
+        self.smooth_targets = smooth_targets
+
+    def features(self, scores: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def fit(self, scores, labels, *, progress=None, cancel=None, smooth_targets: Optional[bool] = None):
+        smooth = self.smooth_targets if smooth_targets is None else bool(smooth_targets)
+        warnings = _fit_checks(scores, labels, self.label)
+        y = labels.cpu().numpy().astype(np.int64)
+        x = self.features(scores).cpu().numpy()
+        coef, c, smoothed, w = _fit_binary(x, y, x[:, 0], smooth=smooth, nonneg=self.nonneg, label=self.label,
+                                          cancel=cancel)
+        params = {name: float(v) for name, v in zip(self.coef_names, coef)}
+        report(progress, 1.0, f"{self.label}: " + ", ".join(f"{k} = {v:.6g}" for k, v in params.items())
+               + f", c = {c:.6g}")
+        return {**params, "c": c, "smooth_targets": smoothed}, tuple(warnings + w)
+
+    def apply(self, params, scores):
+        x = self.features(scores)
+        eta = float(params["c"]) + sum(float(params[name]) * x[:, j] for j, name in enumerate(self.coef_names))
+        return _binary_log_probs(eta)
+
+
+class Platt(_BinaryLogistic):
+    """Platt scaling: sigmoid(a s + c) on the log-odds s = z_1 - z_0."""
+
+    name, label = "platt", "Platt scaling"
+    coef_names = ("a",)
+
+    def features(self, scores):
+        return _log_odds(scores)[:, None]
+
+
+def _beta_features(scores: torch.Tensor) -> torch.Tensor:
+    """(N, 2): ln p and -ln(1 - p) of class 1, p clipped to [eps, 1 - eps] (betacal)."""
+    lp = log_probabilities(scores).clamp(*_LOG_CLIP)
+    return torch.stack([lp[:, 1], -lp[:, 0]], dim=1)
+
+
+class Beta(_BinaryLogistic):
+    """Beta calibration (Kull et al. 2017): sigmoid(a ln p + b (-ln(1 - p)) + c), a, b >= 0."""
+
+    name, label = "beta", "Beta calibration"
+    coef_names = ("a", "b")
+    nonneg = True
+
+    def features(self, scores):
+        return _beta_features(scores)
+
+
+# --- the MRR baseline -----------------------------------------------------------------------------------------
+
+class MRR(Method):
+    # not promised for every fit: the top class keeps the most probability only while the fit accuracy > 1/K
+    name, label, keeps_argmax = "mrr", "MRR baseline", False
+
+    def keeps_argmax_with(self, params, k):
+        return float(params["accuracy"]) > 1.0 / k
+
+    def fit(self, scores, labels, *, progress=None, cancel=None):
+        warnings = _fit_checks(scores, labels, self.label)
+        n, k = scores.shape
+        if k < 2:
+            raise CalibviewError("The MRR baseline needs at least 2 classes.")
+        correct = 0
+        rows = chunk_rows(k)
+        for start in range(0, n, rows):
+            check_cancel(cancel)
+            pred = scores[start:start + rows].argmax(dim=1)
+            correct += int((pred == labels[start:start + rows].to(pred.device)).sum())
+        acc = correct / n
+        report(progress, 1.0, f"MRR: fit-split accuracy {acc:.6g}")
+        if acc == 1.0:
+            warnings.append("The fit-split accuracy is 1, so MRR gives every non-predicted class probability 0 "
+                            "(infinite NLL on any error).")
+        elif acc <= 1.0 / k:
+            warnings.append(f"The fit-split accuracy {acc:.6g} is at most 1/K, so MRR gives the predicted class "
+                            "no more probability than the others and does not keep the arg-max.")
+        return {"accuracy": acc}, tuple(warnings)
+
+    def apply(self, params, scores):
+        n, k = scores.shape
+        acc = float(params["accuracy"])
+        log = lambda v: math.log(v) if v > 0 else -math.inf
+        out = torch.full((n, k), log((1.0 - acc) / (k - 1)), dtype=torch.float64, device=scores.device)
+        return out.scatter_(1, scores.argmax(dim=1, keepdim=True), log(acc))
+
+
+register(HistogramBinning())
+register(Isotonic())
+register(Platt())
+register(Beta())
+register(MRR())

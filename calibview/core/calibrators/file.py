@@ -1,0 +1,119 @@
+"""Which calibrator of a calibrators.json ``apply`` may use on a run (issue 12, item 3).
+
+A report's calibrators.json is a list of records, each stamped ``"schema": "calibview.calibrators/1"`` (files
+written before the schema existed are accepted with a warning); a single calibrator's JSON (``Fitted.to_json``) is
+one such record without run. The record must have been fitted on the target run (``allow_other_run`` turns that
+into a warning), with the run's K and, where both are known, its class names. Every message names the file.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Mapping, Optional, Sequence
+
+from calibview.core.errors import CalibviewError
+
+SCHEMA = "calibview.calibrators/1"
+_HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
+
+
+def load_json(path: str, what: str = "a calibrators JSON",
+              hint: str = "give the calibrators.json written by calibview report") -> Any:
+    """The JSON in ``path``; a missing file, an HDF5 or other binary file, or bad JSON is one sentence naming it
+    (``what`` the file should have been, ``hint`` what to give instead)."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except OSError as e:
+        raise CalibviewError(f"Cannot read {path}: {e.strerror or e}.") from None
+    if raw.startswith(_HDF5_SIGNATURE) or raw[512:520] == _HDF5_SIGNATURE:
+        raise CalibviewError(f"{path} is an HDF5 file, not {what}; {hint} (check the order of the arguments).")
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise CalibviewError(f"{path} is a binary file, not {what}; {hint}.") from None
+    except (json.JSONDecodeError, RecursionError) as e:
+        line = f" (line {e.lineno})" if isinstance(e, json.JSONDecodeError) else ""
+        raise CalibviewError(f"{path} is not valid JSON{line}; {hint}.") from None
+
+
+def _schema_warnings(path: str, records: Sequence[Mapping]) -> list[str]:
+    schemas = {r.get("schema") for r in records}
+    unknown = sorted(str(s) for s in schemas - {SCHEMA, None})
+    if unknown:
+        raise CalibviewError(f"{path} has schema {unknown[0]!r}, which this calibview does not know (it reads "
+                             f"{SCHEMA}); update calibview or re-run the report.")
+    if None in schemas:
+        return [f"{path} has no schema (written by an older calibview); it is read as {SCHEMA}, so re-run the "
+                f"report to check it against its run"]
+    return []
+
+
+def choose(path: str, obj: Any, run, use: Optional[str] = None, *,
+           allow_other_run: bool = False) -> tuple[dict, list[str]]:
+    """(the calibrator record to apply to ``run`` (a RunInfo), warnings)."""
+    if isinstance(obj, dict):
+        records, single = [obj], True
+    elif isinstance(obj, list) and obj and all(isinstance(e, dict) for e in obj):
+        records, single = obj, False
+    else:
+        raise CalibviewError(f"{path} is not a calibview calibrators file (expected a list of calibrator records "
+                             f"or one calibrator's JSON).")
+    warnings = _schema_warnings(path, records)
+    if any("method" not in r or "k" not in r for r in records):
+        raise CalibviewError(f"{path} is not a calibview calibrators file (a record has no 'method' and 'k').")
+    for_run = [r for r in records if r.get("run") == run.name]
+    if not for_run:
+        runs = sorted({str(r["run"]) for r in records if "run" in r})
+        if single and not runs:
+            for_run = records                        # one calibrator without a run: K and class names still count
+        elif len(runs) == 1 and allow_other_run:
+            warnings.append(f"{path} was fitted on run {runs[0]}, not {run.name}; applied anyway (--allow-other-run)")
+            for_run = records
+        else:
+            hint = ("; pass --allow-other-run to apply it to this run when K and class names match"
+                    if len(runs) == 1 else "; pass one of those with --run")
+            raise CalibviewError(f"{path} has no calibrator fitted on run {run.name} (it has runs: "
+                                 f"{', '.join(runs) or 'none'}){hint}.")
+    chosen = _pick(path, for_run, use)
+    _check_target(path, chosen, run)
+    return chosen, warnings
+
+
+def _pick(path: str, for_run: list[dict], use: Optional[str]) -> dict:
+    names = sorted({str(r.get("calibrator", r.get("method"))) for r in for_run})
+    if use:
+        chosen = [r for r in for_run if r.get("calibrator", r.get("method")) == use]
+        if not chosen:
+            raise CalibviewError(f"{path} has no calibrator named {use!r} for run {for_run[0].get('run')}; "
+                                 f"available: {', '.join(names)}.")
+        return chosen[0]
+    chosen = [r for r in for_run if r.get("method") != "none"]
+    if len(chosen) != 1:
+        raise CalibviewError(f"{path} holds {len(chosen)} fitted calibrators for run {for_run[0].get('run')}; "
+                             f"pick one with --use (available: {', '.join(names)}).")
+    return chosen[0]
+
+
+def _check_target(path: str, record: Mapping, run) -> None:
+    try:
+        k = int(record["k"])
+    except (TypeError, ValueError):
+        raise CalibviewError(f"{path}: the calibrator's 'k' is {record['k']!r}, not a class count.") from None
+    if k != run.k:
+        raise CalibviewError(f"The calibrator in {path} was fitted on K = {k} classes but run {run.name} in "
+                             f"{run.file} has K = {run.k}.")
+    names = record.get("class_names")
+    if names is not None and run.class_names is not None and tuple(map(str, names)) != tuple(run.class_names):
+        diff = next(i for i, (a, b) in enumerate(zip(map(str, names), run.class_names)) if a != b)
+        raise CalibviewError(f"The calibrator in {path} was fitted on other class names than run {run.name} in "
+                             f"{run.file} (class {diff}: {names[diff]!r} against {run.class_names[diff]!r}).")
+
+
+def record_fields(run) -> dict:
+    """What calibrators_json stamps on every record: the schema and the run's class names (if any)."""
+    out: dict = {"schema": SCHEMA}
+    if run.class_names is not None:
+        out["class_names"] = list(run.class_names)
+    return out
+

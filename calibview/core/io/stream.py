@@ -1,0 +1,234 @@
+"""Splits that stay on disk: read in chunks of rows on demand, for files larger than memory.
+
+A split whose scores would take more than ``max_memory`` bytes in memory (float16 is widened to float32,
+probabilities become float64 log-probabilities) is not loaded. The evaluation then works on a
+:class:`StreamedSplit` instead of a tensor:
+
+- the metrics are accumulated chunk by chunk (:class:`calibview.core.stats.metrics.StatsAccumulator`): only per-sample
+  vectors (O(N)) and per-class sums stay in memory;
+- temperature and vector scaling are fitted with full-batch passes: each pass reads the split once, chunk by
+  chunk (a :class:`StreamedSplit` can be sliced like a tensor, ``split[a:b]``, which is all their loops need);
+- calibrators that need the whole fit split at once refuse with an explanation (:func:`require_in_memory`).
+
+Every chunk is validated as it is read (NaN/Inf, probabilities, labels), so a bad row is reported with its index
+whichever pass meets it first. The file is opened read-only and stays open until :meth:`StreamedSplit.close`.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from typing import Iterator, Optional, Union
+
+import h5py
+import numpy as np
+import torch
+
+from calibview.core.io import logits as lg
+from calibview.core.io import shards
+from calibview.core.errors import CalibviewError
+
+#: default ``max_memory``: splits larger than this in memory are streamed from disk (2 GiB)
+DEFAULT_MAX_MEMORY = 2 << 30
+#: rows per read when streaming: about this many bytes of float32 scores per chunk (the float64 temporaries of
+#: a chunk are then 16 MB; see calibview.core.stats.metrics.CHUNK_BYTES)
+STREAM_CHUNK_BYTES = 8 << 20
+
+
+def _libc():
+    try:
+        import ctypes
+        libc = ctypes.CDLL("libc.so.6")
+        return libc if hasattr(libc, "malloc_trim") and hasattr(libc, "mallopt") else None
+    except OSError:                         # not glibc (macOS, Windows, musl): nothing to do
+        return None
+
+
+_LIBC = _libc()
+_MALLOC_TRIM = _LIBC.malloc_trim if _LIBC is not None else None
+
+
+def tune_allocator() -> None:
+    """Let glibc keep freed memory for reuse instead of unmapping it at once. A process-wide setting, so it is
+    the program's choice, not a library import's: the CLI's and the window's main() and the benchmarks call it
+    at start-up; a program embedding calibview may call it too.
+
+    A pass over a split allocates and frees (rows, K) float64 temporaries of ~16 MB per chunk. With glibc's
+    defaults each one is freshly mapped (or the heap top trimmed and regrown), so every chunk pays page faults
+    for all of them: the scoring pass of a 50,000 x 1,000 none+ts report took 1.3 s, 0.36 s with these settings,
+    and the peak memory of that report went down, not up (0.91 GB instead of 1.2 GB). Blocks up to 32 MB come
+    from the heap; the heap is trimmed only above 256 MB free, or by :func:`trim_heap`. A user's own MALLOC_*
+    environment settings win."""
+    if _LIBC is None or any(k.startswith("MALLOC_") for k in os.environ):
+        return
+    _LIBC.mallopt(-3, 32 << 20)             # M_MMAP_THRESHOLD
+    _LIBC.mallopt(-1, 256 << 20)            # M_TRIM_THRESHOLD
+
+
+def trim_heap() -> None:
+    """Hand freed heap pages back to the OS (glibc's malloc_trim; microseconds).
+
+    A pass over a split allocates and frees many (rows, K) temporaries, interleaved with small long-lived
+    results; glibc keeps the holes this leaves, and the resident size of a streamed 200,000 x 1,000 report
+    wandered between 0.8 and 1.8 GB from run to run. Trimming once per chunk keeps it at the low end."""
+    if _MALLOC_TRIM is not None:
+        _MALLOC_TRIM(0)
+
+
+def parse_size(text: Union[str, int, float, None]) -> Optional[int]:
+    """``"2G"``, ``"512M"``, ``"1.5GiB"``, ``"100000000"`` (bytes) -> bytes; None or ``"auto"`` -> None."""
+    if text is None:
+        return None
+    if isinstance(text, (int, float)):
+        value = float(text)
+    else:
+        t = text.strip().lower().removesuffix("ib").removesuffix("b")
+        if t in ("", "auto"):
+            return None
+        scale = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}.get(t[-1:], 1)
+        try:
+            value = float(t[:-1] if scale > 1 else t) * scale
+        except ValueError:
+            raise CalibviewError(f"Cannot read the memory size {text!r}; write it like 2G, 512M or 1.5G.") from None
+    if not value > 0:
+        raise CalibviewError(f"The memory size must be positive, not {text!r}.")
+    return int(value)
+
+
+def memory_bytes(info: lg.SplitInfo) -> int:
+    """Bytes the split takes once loaded: float16 widens to float32, probabilities become float64 log-probs."""
+    itemsize = 8 if info.kind == "probs" or np.dtype(info.dtype).itemsize >= 8 else 4
+    return int(info.n) * int(info.k) * itemsize
+
+
+def human(nbytes: float) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.1f} {unit}"
+    return f"{int(nbytes)} B"
+
+
+class StreamedSplit:
+    """One split on disk (one file, or several shards in sorted order), sliceable like an (N, K) tensor.
+
+    ``split[a:b]`` reads rows a..b-1 and returns them as a tensor on ``device``: logits in float32 (float16
+    widened) or float64, probabilities as float64 log-probabilities (as :func:`calibview.core.evaluation.request.scores_tensor`
+    does for a loaded split). ``labels`` (N,) int64 are read once, validated, and kept in memory.
+    """
+
+    def __init__(self, file: str, run: lg.RunInfo, split: str, *, device: torch.device | str = "cpu",
+                 chunk_rows: Optional[int] = None) -> None:
+        info = run.split(split)
+        if shards.is_pattern(file):
+            _, files, per_file = shards._listing(file)
+            segments = [(f, lg.find_run(r, run.name).split(split)) for f, r in zip(files, per_file)]
+        else:
+            segments = [(lg._abspath(file), info)]
+        self.info, self.run, self.kind = info, run, info.kind
+        self.device = torch.device(device)
+        self.shape = (int(info.n), int(info.k))
+        self.dtype = torch.float64 if info.kind == "probs" or np.dtype(info.dtype).itemsize >= 8 else torch.float32
+        self._files: dict[str, h5py.File] = {}
+        self._segments = []                     # (file, info, first row, stop row)
+        labels = np.empty(self.shape[0], np.int64)
+        at = 0
+        for f, s in segments:
+            sds, lds = self._datasets(f, s)
+            lg._read_labels(lds, labels[at:at + s.n], 0, s.n, f)
+            lg._check_labels(f, lds.name, labels[at:at + s.n], s.k)
+            self._segments.append((f, s, at, at + s.n))
+            at += s.n
+        self.labels = torch.from_numpy(labels).to(self.device)
+        self.chunk_rows = int(chunk_rows) if chunk_rows else max(1, STREAM_CHUNK_BYTES // (4 * self.shape[1]))
+
+    def _datasets(self, file: str, info: lg.SplitInfo) -> tuple[h5py.Dataset, h5py.Dataset]:
+        if file not in self._files:
+            self._files[file] = lg._open(file)
+        sds, lds, _ = lg._open_split(self._files[file], file, info)
+        return sds, lds
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, index) -> torch.Tensor:
+        if not isinstance(index, slice) or index.step not in (None, 1):
+            raise TypeError("a streamed split can only be read in contiguous row slices")
+        start, stop, _ = index.indices(self.shape[0])
+        stop = max(start, stop)
+        trim_heap()             # the previous chunk's temporaries are gone by now
+        parts = []
+        for file, info, first, last in self._segments:
+            a, b = max(start, first), min(stop, last)
+            if a >= b:
+                continue
+            sds, _ = self._datasets(file, info)
+            block = np.empty((b - a, self.shape[1]), lg._out_dtype(sds.dtype))
+            staging = np.empty((b - a, self.shape[1]), sds.dtype) if sds.dtype.itemsize < 4 else None
+            lg._read_rows(sds, block, a - first, b - first, 0, staging, file)
+            check = lg._ScoreCheck(file, sds.name, info.kind, sds.dtype)
+            check.update(block, a - first)
+            check.raise_if_bad(b - a, f" (rows {a - first}-{b - first - 1})")
+            parts.append(block)
+        block = parts[0] if len(parts) == 1 else np.concatenate(parts) if parts else \
+            np.empty((0, self.shape[1]), np.float32)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            t = torch.from_numpy(block)
+        if self.kind == "probs":
+            t = torch.log(t.to(torch.float64))
+        return t.to(self.device)
+
+    def chunks(self, rows: Optional[int] = None) -> Iterator[tuple[int, torch.Tensor, torch.Tensor]]:
+        """(first row, scores, labels) for consecutive chunks of ``rows`` rows."""
+        rows = rows or self.chunk_rows
+        for start in range(0, self.shape[0], rows):
+            stop = min(self.shape[0], start + rows)
+            yield start, self[start:stop], self.labels[start:stop]
+
+    def close(self) -> None:
+        for f in self._files.values():
+            f.close()
+        self._files.clear()
+
+    def __enter__(self) -> "StreamedSplit":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"StreamedSplit({os.path.basename(self.run.file)}:{self.run.name}/{self.info.name}, {self.shape})"
+
+
+def is_streamed(scores) -> bool:
+    return isinstance(scores, StreamedSplit)
+
+
+def tensor_chunks(scores: torch.Tensor, labels: torch.Tensor, rows: int
+                  ) -> Iterator[tuple[int, torch.Tensor, torch.Tensor]]:
+    """The in-memory counterpart of :meth:`StreamedSplit.chunks`."""
+    for start in range(0, scores.shape[0], rows):
+        yield start, scores[start:start + rows], labels[start:start + rows]
+
+
+def subsample(scores, labels: torch.Tensor, m: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """About ``m`` rows for a warm start: 16 evenly spread contiguous blocks (cheap to read from disk, and spread
+    over the whole split, so a file sorted by class still gives every part a say)."""
+    n = scores.shape[0]
+    if n <= m:
+        return scores[0:n], labels
+    pieces = 16
+    size = m // pieces
+    starts = np.linspace(0, n - size, pieces).astype(np.int64)
+    z = torch.cat([scores[int(a):int(a) + size] for a in starts])
+    y = torch.cat([labels[int(a):int(a) + size] for a in starts])
+    return z, y
+
+
+def require_in_memory(label: str, scores) -> None:
+    """Refuse a calibrator that needs the whole fit split at once when that split is streamed."""
+    if is_streamed(scores):
+        raise CalibviewError(
+            f"{label} needs the whole fit split in memory, but {scores.info.name} ({scores.shape[0]:,} x "
+            f"{scores.shape[1]:,}) takes {human(memory_bytes(scores.info))}, more than the memory allowed; fit it "
+            f"on a smaller split, raise --max-memory, or use temperature or vector scaling, which stream from disk.")

@@ -1,0 +1,494 @@
+"""Percentile bootstrap intervals for every metric, computed as matrix products.
+
+A resample is a vector of counts ``w`` (sample i drawn ``w_i`` times, ``sum w = N``). Every metric here is a
+function of sums ``sum_i w_i x_i`` of per-sample features ``x_i``, so a block of resamples ``W`` (R, N) turns into
+all metrics at once through ``W @ F`` for a feature matrix ``F``. We split ``W = 1 + (W - 1)``: the ``1`` part is
+the exact float64 sum of the evaluation split, and only the fluctuation ``(W - 1) @ F`` is computed in float32
+(bfloat16 for the wide class-wise matrix), so rounding touches the spread of the interval, never its centre.
+
+The same resamples (same seed) are used for every calibrator of an evaluation, so differences between
+calibrators are paired comparisons.
+
+Conventions (documented in the README):
+- equal-width bins are re-decided per resample only through the counts (a sample's bin depends on its own
+  confidence, so this is exact);
+- equal-mass bins (ACE, debiased ECE) keep the evaluation split's quantile groups in every resample, rather than
+  re-sorting each resample; the groups stay nearly equal-mass;
+- SmoothECE and CAL/TOT per resample come from :mod:`calibview.core.stats.smoothing`;
+- the selective-prediction metrics (AURC, ..., :mod:`calibview.core.stats.selective`) sort the samples once and read
+  cumulative sums of each resample's counts in that order at the tie-group ends: O(R N) per block.
+
+Large splits (N > ``UNIT_LIMIT``) are resampled in *units*: a seeded random assignment splits the samples into G
+groups of nearly equal size (G between 4,096 and 65,536, fewer for many classes), and a resample draws G groups
+with replacement. Every per-sample feature is summed per group once, so a resample costs O(G) instead of O(N) and
+memory stays O(G K) instead of O(N K), which is what lets a split larger than memory get intervals at all. The
+groups are random, not contiguous rows, so file order does not matter; for a sum the group bootstrap has the
+variance of the sample bootstrap, and metrics are normalised by each resample's own size (sum of its groups'
+sizes). tests/core/test_streaming.py checks the intervals against the sample bootstrap.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Iterator, Optional
+
+import numpy as np
+import torch
+
+from calibview.core.stats import selective, smoothing
+from calibview.core.stats.metrics import (SampleStats, StatsAccumulator, debiased_from_sums, ece_from_sums, equal_mass_order,
+                      equal_width_bin)
+
+
+@dataclass(frozen=True)
+class Interval:
+    lo: float
+    hi: float
+
+
+#: resample counts per block (R_b x units): 8M float32 counts are 32 MB per derived operand (4M cost ~5 % more time)
+BLOCK_ENTRIES = 1 << 23
+#: and R_b x N sample-level fluctuation panels (for the smoothing estimators) at most this many floats (128 MB)
+PANEL_ENTRIES = 1 << 25
+#: splits with more samples than this are resampled in random groups of samples (see the module docstring)
+UNIT_LIMIT = 1 << 17
+#: groups x K class-wise entries at most (64 MB of float32), within [MIN_UNITS, MAX_UNITS] groups
+UNIT_ENTRIES = 1 << 24
+MIN_UNITS, MAX_UNITS = 4096, 1 << 16
+
+
+def bootstrap_units(n: int, k: int, seed: int = 0) -> Optional[torch.Tensor]:
+    """None (resample samples) for N <= UNIT_LIMIT, else the (N,) int64 group of each sample: a seeded random
+    assignment to G groups whose sizes differ by at most one."""
+    if n <= UNIT_LIMIT:
+        return None
+    g = int(min(MAX_UNITS, max(MIN_UNITS, UNIT_ENTRIES // max(k, 1))))
+    gen = torch.Generator(device="cpu").manual_seed(seed * 1_000_003 + 7919)
+    units = torch.empty(n, dtype=torch.int64)
+    units[torch.randperm(n, generator=gen)] = torch.arange(n, dtype=torch.int64) % g
+    return units
+
+
+class Resampler:
+    """Deterministic multinomial resample counts, generated in blocks of rows so memory stays O(block x N).
+
+    ``units`` (from :func:`bootstrap_units`): resample those groups instead of the N samples."""
+
+    def __init__(self, n: int, n_boot: int = 1000, seed: int = 0, *, device: torch.device | str = "cpu",
+                 block: Optional[int] = None, units: Optional[torch.Tensor] = None) -> None:
+        if n_boot < 0:
+            raise ValueError("the number of bootstrap resamples must be >= 0")
+        self.n, self.n_boot, self.seed = int(n), int(n_boot), int(seed)
+        self.device = torch.device(device)
+        self.units = units
+        self.n_units = self.n if units is None else int(units.max()) + 1
+        self.sizes = None if units is None else torch.bincount(units, minlength=self.n_units).double()
+        # BLOCK_ENTRIES counts per block: big enough for efficient matrix products, small enough that a block
+        # and its derived operands (fluctuation, bfloat16 copy, panels) stay well below the logits' size.
+        self.block = block or max(1, min(self.n_boot, BLOCK_ENTRIES // max(self.n_units, 1),
+                                         PANEL_ENTRIES // max(self.n, 1)))
+
+    def __len__(self) -> int:
+        return (self.n_boot + self.block - 1) // self.block if self.n_boot else 0
+
+    def _generated(self) -> Iterator[torch.Tensor]:
+        """(rows, units) float32 counts of consecutive blocks, drawn from the seeded stream."""
+        m = self.n_units
+        for i, start in enumerate(range(0, self.n_boot, self.block)):
+            rows = min(self.block, self.n_boot - start)
+            gen = torch.Generator(device="cpu").manual_seed(self.seed * 1_000_003 + i)
+            counts = torch.zeros((rows, m), dtype=torch.float32)
+            # 16 rows of draws at a time (the same stream as one call): the int64 indices are 2x the counts
+            for r in range(0, rows, 16):
+                part = min(16, rows - r)
+                idx = torch.randint(0, m, (part, m), generator=gen, dtype=torch.int64)
+                counts[r:r + part].scatter_add_(1, idx, torch.ones((1, 1), dtype=torch.float32).expand(part, m))
+            del idx
+            yield counts
+            del counts
+
+    def counts_matrix(self) -> torch.Tensor:
+        """All resamples at once as an (n_boot, units) uint8 CPU tensor (a draw count above 255 has probability
+        ~1e-300 even for millions of units; it is checked). The evaluation keeps this matrix while it scores, so
+        per-chunk consumers see every resample's counts of the chunk's rows."""
+        out = torch.empty((self.n_boot, self.n_units), dtype=torch.uint8)
+        for start, counts in zip(range(0, self.n_boot, self.block), self._generated()):
+            if counts.numel() and float(counts.max()) > 255:
+                raise RuntimeError("a bootstrap draw count exceeded 255")
+            out[start:start + counts.shape[0]] = counts.to(torch.uint8)
+        return out
+
+    def blocks(self, matrix: Optional[torch.Tensor] = None) -> Iterator["ResampleBlock"]:
+        """Yield blocks of resamples; the same seed gives the same resamples on every device. ``matrix`` (from
+        :meth:`counts_matrix`) serves the blocks from memory instead of drawing them again."""
+        if matrix is None:
+            source = self._generated()
+        else:
+            source = (matrix[a:a + self.block].to(torch.float32) for a in range(0, self.n_boot, self.block))
+        for counts in source:
+            totals = (np.full(counts.shape[0], float(self.n)) if self.sizes is None else
+                      (counts.double() @ self.sizes).numpy())
+            block = ResampleBlock(counts.to(self.device), self.units, totals)
+            del counts
+            yield block
+            del block                   # the generator's frame must not keep the last block alive
+
+
+class ResampleBlock:
+    """One block of resamples, with the derived operands every consumer needs computed once per block."""
+
+    def __init__(self, counts: torch.Tensor, units: Optional[torch.Tensor] = None,
+                 totals: Optional[np.ndarray] = None) -> None:
+        self.counts = counts                    # (R_b, units) float32 draw counts, rows sum to the number of units
+        self.units = units                      # (N,) group of each sample, or None: the units are the samples
+        # (R_b,) float64 samples in each resample (N when the units are the samples)
+        self.totals = np.full(counts.shape[0], float(counts.shape[1])) if totals is None else totals
+        self._cache: dict[str, torch.Tensor] = {}
+
+    def __len__(self) -> int:
+        return self.counts.shape[0]
+
+    @property
+    def fluct(self) -> torch.Tensor:
+        """(R_b, units) float32 counts - 1."""
+        if "fluct" not in self._cache:
+            self._cache["fluct"] = self.counts - 1.0
+        return self._cache["fluct"]
+
+    @property
+    def fluct_t(self) -> torch.Tensor:
+        """(units, R_b) contiguous: sparse @ dense is several times faster with a contiguous dense operand."""
+        if "fluct_t" not in self._cache:
+            self._cache["fluct_t"] = self.fluct.T.contiguous()
+        return self._cache["fluct_t"]
+
+    def unit_panels(self, width: int = 32) -> list[torch.Tensor]:
+        """The fluctuation as (units, width) contiguous float32 CPU panels, the layout sparse @ dense is fastest
+        with (see calibview.core.stats.smoothing); built once per block, shared by every calibrator."""
+        key = f"unit_panels{width}"
+        if key not in self._cache:
+            f = self.fluct.cpu()
+            self._cache[key] = [f[p:p + width].T.contiguous() for p in range(0, f.shape[0], width)]
+        return self._cache[key]
+
+    def panels(self, width: int = 32) -> list[torch.Tensor]:
+        """Like :meth:`unit_panels`, per sample: (N, width) panels, each sample carrying its group's count."""
+        if self.units is None:
+            return self.unit_panels(width)
+        key = f"panels{width}"
+        if key not in self._cache:
+            f = self.fluct.cpu()
+            self._cache[key] = [f[p:p + width].T[self.units].contiguous() for p in range(0, f.shape[0], width)]
+        return self._cache[key]
+
+    def fluct_as(self, dtype: torch.dtype) -> torch.Tensor:
+        key = f"fluct_{dtype}"
+        if key not in self._cache:
+            self._cache[key] = self.fluct.to(dtype)
+        return self._cache[key]
+
+
+
+def percentile_interval(values: np.ndarray, level: float = 0.95) -> Interval:
+    """Percentile interval of a bootstrap distribution (``level`` in (0, 1))."""
+    alpha = (1.0 - level) / 2.0
+    v = np.asarray(values, dtype=np.float64)
+    if np.isinf(v).any():
+        # np.percentile interpolates inf - inf into NaN: order statistics instead.
+        v = np.sort(v)
+        return Interval(float(v[int(np.floor(alpha * (len(v) - 1)))]),
+                        float(v[int(np.ceil((1 - alpha) * (len(v) - 1)))]))
+    lo, hi = np.percentile(v, [100 * alpha, 100 * (1 - alpha)])
+    return Interval(float(lo), float(hi))
+
+
+def mixed_classes(stats: SampleStats, n_bins: int) -> np.ndarray:
+    """The classes whose first class-wise bin (p_k <= 1/B) holds one of their own samples: the only ones whose
+    first-bin sum ``sum_i w_i (p_ik - y_ik)`` can change sign between resamples. Every other class has only
+    entries p_ik >= 0 there, so its |sum| is the sum itself, linear in the resample counts (see
+    :class:`ClasswiseBootstrap`)."""
+    edge = np.linspace(0.0, 1.0, n_bins + 1)[1]
+    p_label = np.exp(-stats.nll)                  # the same float64 value StatsAccumulator binned
+    return np.unique(stats.labels[~(p_label > edge)])
+
+
+class ClasswiseBootstrap:
+    """The bootstrap distribution of class-wise ECE of one calibrator for several bin counts, accumulated while
+    the evaluation split is scored, so the (N, K) matrix of ``p - y`` never exists.
+
+    Class-wise ECE of resample r is ``sum_{k,b} |S_rkb| / (n_r K)`` with ``S_rkb = sum_i w_ri (p_ik - y_ik)`` over
+    the entries in bin b of class k. The entries above 1/B (fewer than B per row) are kept sparse by
+    :class:`StatsAccumulator`; everything else sits in the first bin, whose per-class sums need the dense product
+    of the resample counts with ``p - y``: (R, N) @ (N, K) over chunks of rows, O(R K) memory. ``columns``
+    restricts that product to the classes that need it (:func:`mixed_classes`); the first-bin sums of all other
+    classes are non-negative in every resample, so their total is one extra column. With ``units`` the rows are
+    summed per group as they arrive ((units, K) memory) and multiplied at the end.
+
+    counts : (R, units) uint8 resample counts (:meth:`Resampler.counts_matrix`).
+    """
+
+    def __init__(self, counts: torch.Tensor, k: int, *, units: Optional[torch.Tensor] = None,
+                 columns: Optional[np.ndarray] = None, device: torch.device | str = "cpu") -> None:
+        self.device = torch.device(device)
+        self.counts, self.k, self.units = counts, k, units
+        self.r = counts.shape[0]
+        self.columns = None if columns is None else torch.from_numpy(np.asarray(columns, np.int64)).to(self.device)
+        width = k if columns is None else len(columns)
+        rows = self.r if units is None else counts.shape[1]
+        self._acc = torch.zeros((rows, width), dtype=torch.float32, device=self.device)
+        self._rest = torch.zeros(rows, dtype=torch.float64, device=self.device)
+        self._first: Optional[torch.Tensor] = None
+        # Rows are multiplied in fixed blocks of the split (not the caller's chunks), so the float32 sums do not
+        # depend on how the split was read, and the products are wide enough to be efficient at large K.
+        self.block_rows = max(64, min(4096, _BLOCK_BYTES // (4 * max(width, 1))))
+        self._buf = None if units is not None else torch.empty((self.block_rows, width), dtype=torch.float32,
+                                                                device=self.device)
+        self._buf_start = self._buf_fill = 0
+
+    @staticmethod
+    def nbytes(r: int, units: int, k: int, n_units: bool) -> int:
+        """Memory of the accumulator: (R, K) float32, or (units, K) float32 with units."""
+        return 4 * k * (units if n_units else r)
+
+    def add(self, start: int, lp: torch.Tensor, p: torch.Tensor, y: torch.Tensor) -> None:
+        """One chunk's probabilities ``p`` (rows, K) float64 (overwritten) and labels; the signature of
+        ``StatsAccumulator.add``'s on_chunk."""
+        stop = start + p.shape[0]
+        p[torch.arange(p.shape[0], device=p.device), y] -= 1.0                      # p - y
+        if self.columns is None:
+            dense, rest = p.to(torch.float32), None
+        else:
+            part = p[:, self.columns]
+            rest = p.sum(dim=1) - part.sum(dim=1)
+            dense = part.to(torch.float32)
+        if self.units is None:
+            if rest is not None:
+                f = self.counts[:, start:stop].to(device=self.device, dtype=torch.float64) - 1.0
+                self._rest += f @ rest
+            at = start
+            while at < stop:
+                if self._buf_fill == 0:
+                    self._buf_start = at
+                take = min(stop - at, self.block_rows - self._buf_fill,
+                           (at // self.block_rows + 1) * self.block_rows - at)
+                self._buf[self._buf_fill:self._buf_fill + take] = dense[at - start:at - start + take]
+                self._buf_fill += take
+                at += take
+                if at % self.block_rows == 0:
+                    self._flush()
+        else:
+            u = self.units[start:stop].to(self.device)
+            self._acc.index_add_(0, u, dense)
+            if rest is not None:
+                self._rest.index_add_(0, u, rest)
+
+    def _flush(self) -> None:
+        if self._buf_fill:
+            a, m = self._buf_start, self._buf_fill
+            f = self.counts[:, a:a + m].to(device=self.device, dtype=torch.float32) - 1.0
+            self._acc.addmm_(f, self._buf[:m])
+            self._buf_fill = 0
+
+    def _first_fluct(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """((R, width) float32, (R,) float64) fluctuations of the dense columns and of the rest."""
+        if self._first is None:
+            if self.units is None:
+                self._flush()
+                self._first = (self._acc, self._rest)
+            else:
+                f = self.counts.to(device=self.device, dtype=torch.float32) - 1.0
+                self._first = (f @ self._acc, f.double() @ self._rest)
+                del f
+            self._acc = self._rest = None
+        return self._first
+
+    def distribution(self, acc: StatsAccumulator, n_bins: int, totals: np.ndarray) -> np.ndarray:
+        """(R,) class-wise ECE of every resample for ``n_bins`` equal-width bins; ``totals`` (R,) resample sizes."""
+        k, b, dev = self.k, n_bins, self.device
+        base = torch.from_numpy(acc.classwise_sums(b)).to(dev)                       # (K, B) float64, exact
+        first, rest = self._first_fluct()
+        rows, cols, p, is_label = acc.entries()
+        edges = torch.from_numpy(np.linspace(0.0, 1.0, b + 1)).to(p.device)
+        big = p > edges[1]
+        rows, cols, p = rows[big].to(dev), cols[big].to(dev), p[big]
+        vals = (p - is_label[big].to(torch.float64)).to(dev)
+        bins = (torch.searchsorted(edges, p, side="left") - 1).clamp_(1, b - 1).to(dev)
+        unit = rows if self.units is None else self.units.to(dev)[rows]
+        dense_cols = (torch.arange(k, device=dev) if self.columns is None else self.columns)
+        slot = torch.full((k,), -1, dtype=torch.int64, device=dev)       # class -> column of the dense part
+        slot[dense_cols] = torch.arange(dense_cols.numel(), device=dev)
+        # Sparse rows: higher-bin cells (+v) and, for each entry, the first-bin correction (-v): into its class's
+        # dense column, or into the single "rest" row (id K * B) of the non-negative classes.
+        first_cell = torch.where(slot[cols] >= 0, cols * b, torch.full_like(cols, k * b))
+        cell_ids = torch.cat([cols * b + bins, first_cell])
+        units_all = torch.cat([unit, unit])
+        vals_all = torch.cat([vals, -vals]).to(torch.float32)
+        n_units = self.counts.shape[1]
+        fl_cells, cells = _sparse_fluct(cell_ids, units_all, vals_all, n_units, self.counts, dev)   # (cells, R)
+        is_first = (cells == k * b) | (cells % b == 0)
+        # dense first-bin columns: exact base + dense fluctuation + sparse corrections
+        f_dense = base[dense_cols, 0][None, :].float() + first
+        fc = cells[is_first & (cells != k * b)]
+        if fc.numel():
+            f_dense[:, slot[fc // b]] += fl_cells[is_first & (cells != k * b)].T
+        total = f_dense.abs().sum(dim=1).double()
+        if self.columns is not None:
+            rest_cols = torch.ones(k, dtype=torch.bool, device=dev)
+            rest_cols[dense_cols] = False
+            rest_total = base[rest_cols, 0].sum() + rest
+            if (cells == k * b).any():
+                rest_total = rest_total + fl_cells[cells == k * b][0].double()
+            total += rest_total
+        higher = ~is_first
+        if higher.any():
+            hb = base.reshape(-1)[cells[higher]].float()
+            total += (hb[:, None] + fl_cells[higher]).abs().sum(dim=0).double()
+        return total.cpu().numpy() / (np.asarray(totals, dtype=np.float64) * k)
+
+    def release(self) -> None:
+        self._acc = self._rest = self._first = self._buf = None
+
+
+#: bytes of the row buffer of a class-wise accumulator
+_BLOCK_BYTES = 32 << 20
+
+
+def _sparse_fluct(cell_ids: torch.Tensor, units: torch.Tensor, vals: torch.Tensor, n_units: int,
+                  counts: torch.Tensor, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """((cells, R) float32 fluctuation sums ``sum_u (w_ru - 1) v`` of each cell, the cell ids): a CSR (cells,
+    units) product with the resample counts, in panels of 32 resamples."""
+    cells, local = torch.unique(cell_ids, return_inverse=True)
+    key, where = torch.unique(local * n_units + units, return_inverse=True)    # sum duplicates
+    summed = torch.zeros(key.numel(), dtype=torch.float32, device=device).index_add_(0, where, vals)
+    local, col = key // n_units, key % n_units
+    crow = torch.zeros(cells.numel() + 1, dtype=torch.int64, device=device)
+    crow[1:] = torch.cumsum(torch.bincount(local, minlength=cells.numel()), 0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)          # "sparse CSR support is in beta"
+        mat = torch.sparse_csr_tensor(crow, col, summed, size=(cells.numel(), n_units), check_invariants=False)
+    r = counts.shape[0]
+    out = torch.empty((cells.numel(), r), dtype=torch.float32, device=device)
+    for a in range(0, r, 32):
+        panel = (counts[a:a + 32].to(device=device, dtype=torch.float32) - 1.0).T.contiguous()
+        out[:, a:a + 32] = torch.sparse.mm(mat, panel)
+    return out, cells
+
+
+def _onehot_features(index: np.ndarray, n_cols: int, columns: list[np.ndarray]) -> np.ndarray:
+    """(N, len(columns) * n_cols): for each feature vector x, x placed in the column of each sample's bin."""
+    n = index.shape[0]
+    out = np.zeros((n, len(columns) * n_cols), dtype=np.float64)
+    rows = np.arange(n)
+    for j, x in enumerate(columns):
+        out[rows, j * n_cols + index] = x
+    return out
+
+
+#: rows per step when features are summed into groups
+_FEATURE_ROWS = 1 << 16
+
+COMMON_METRICS = ("accuracy", "nll", "brier", "brier_top", "smece") + selective.SELECTIVE_METRICS
+BINNED_METRICS = ("ece", "rmsce", "mce", "ace", "debiased_ece")
+KERNEL_METRICS = ("cal", "tot", "sharpness_gap")
+
+
+class SampleBootstrap:
+    """The bootstrap distributions of every metric but class-wise ECE, from one calibrator's per-sample vectors.
+
+    Three independent parts, so a change of settings recomputes only its own: :meth:`common` (means and
+    SmoothECE: no setting), :meth:`binned` (equal-width and equal-mass bin metrics: the bin count),
+    :meth:`kernel` (CAL, TOT and the sharpness gap: bandwidth and kernel). Each takes a :class:`ResampleBlock`
+    and returns (R_b,) arrays; features are built once per part (per group with ``units``).
+    """
+
+    def __init__(self, stats: SampleStats, *, device: torch.device | str = "cpu",
+                 units: Optional[torch.Tensor] = None, tick=None) -> None:
+        self.stats, self.units, self.device = stats, units, torch.device(device)
+        self.tick = tick or (lambda: None)
+        nll = stats.nll
+        self.nll_inf = ~np.isfinite(nll)
+        self.nll_finite = np.where(self.nll_inf, 0.0, nll)
+        self._feats: dict = {}
+        self._helpers: dict = {}        # the smoothing estimators' binning matrices of these samples
+
+    def _features(self, key, width: int, build) -> tuple[torch.Tensor, np.ndarray]:
+        """((rows, F) float32 on the device, (F,) exact float64 column sums) of ``build(a, z)`` (samples a..z)."""
+        if key not in self._feats:
+            n, units = self.stats.n, self.units
+            if units is None:
+                feats = build(0, n)
+            else:
+                # summed per group in slices of rows, so the (N, F) matrix never exists
+                grouped = torch.zeros((int(units.max()) + 1, width), dtype=torch.float64)
+                for a in range(0, n, _FEATURE_ROWS):
+                    self.tick()
+                    z = min(n, a + _FEATURE_ROWS)
+                    grouped.index_add_(0, units[a:z].cpu(), torch.from_numpy(build(a, z)))
+                feats = grouped.numpy()
+            self._feats[key] = (torch.from_numpy(feats).to(device=self.device, dtype=torch.float32),
+                                feats.sum(axis=0))
+        return self._feats[key]
+
+    def _sums(self, block: ResampleBlock, key, width: int, build) -> np.ndarray:
+        feats, base = self._features(key, width, build)
+        return (block.fluct @ feats).double().cpu().numpy() + base                   # (R_b, F)
+
+    def common(self, block: ResampleBlock, smooth: bool = True) -> dict[str, np.ndarray]:
+        """``smooth=False`` leaves out SmoothECE, whose cost per resample is a grid's, whatever the sample count
+        (what many small slices cannot afford)."""
+        s = self.stats
+        top = (s.conf - s.correct) ** 2
+
+        def build(a: int, z: int) -> np.ndarray:
+            return np.stack([s.correct[a:z], self.nll_finite[a:z], self.nll_inf[a:z].astype(np.float64),
+                             s.brier[a:z], top[a:z]], 1)
+
+        sums = self._sums(block, "common", 5, build)
+        n = block.totals
+        out = {"accuracy": sums[:, 0] / n, "nll": np.where(sums[:, 2] > 0.5, np.inf, sums[:, 1] / n),
+               "brier": sums[:, 3] / n, "brier_top": sums[:, 4] / n}
+        if smooth:
+            self.tick()
+            out["smece"] = smoothing.smece_resampled(s.conf, s.correct, panels=block.panels(),
+                                                     store=self._helpers).numpy()
+        self.tick()
+        if "rank_order" not in self._helpers:          # sorted once; every block is cumulative sums in that order
+            self._helpers["rank_order"] = selective.rank_order(s.conf, s.correct)
+        out.update(selective.resampled_metrics(self._helpers["rank_order"], block.counts, block.units,
+                                               block.totals, store=self._helpers))
+        return out
+
+    def binned(self, block: ResampleBlock, n_bins: int) -> dict[str, np.ndarray]:
+        s, b = self.stats, n_bins
+        ew = equal_width_bin(s.conf, b)
+        order, group = equal_mass_order(s.conf, b)
+        em = np.empty_like(group)
+        em[order] = group
+        m = int(group[-1]) + 1 if group.size else 0
+
+        def build(a: int, z: int) -> np.ndarray:
+            one = np.ones(z - a)
+            return np.concatenate([_onehot_features(ew[a:z], b, [one, s.conf[a:z], s.correct[a:z]]),
+                                   _onehot_features(em[a:z], m, [one, s.conf[a:z], s.correct[a:z]])], axis=1)
+
+        sums = self._sums(block, ("binned", b), 3 * b + 3 * m, build)
+        n = block.totals
+        w, q = sums[:, :3 * b], sums[:, 3 * b:]
+        out = {}
+        out["ece"], out["rmsce"], out["mce"] = ece_from_sums(w[:, :b], w[:, b:2 * b], w[:, 2 * b:], n)
+        out["ace"], _, _ = ece_from_sums(q[:, :m], q[:, m:2 * m], q[:, 2 * m:], n)
+        out["debiased_ece"] = debiased_from_sums(q[:, :m], q[:, m:2 * m], q[:, 2 * m:], n)
+        return out
+
+    def kernel(self, block: ResampleBlock, bandwidth: float, kernel: str) -> dict[str, np.ndarray]:
+        s = self.stats
+        cal, tot = smoothing.cal_resampled(s.conf, s.correct, s.brier, bandwidth=bandwidth, kernel=kernel,
+                                           panels=block.panels(), totals=block.totals, store=self._helpers)
+        cal, tot = cal.cpu().numpy(), tot.cpu().numpy()
+        return {"cal": cal, "tot": tot, "sharpness_gap": tot - cal}
+
+    def release(self) -> None:
+        """Free the features and the per-sample helpers (rebuilt if needed)."""
+        self._feats.clear()
+        self._helpers.clear()

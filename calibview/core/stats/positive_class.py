@@ -1,0 +1,41 @@
+"""The positive-class diagram of a binary run: P(y = 1) against the predicted probability of class 1 over [0, 1].
+
+The top-label diagram of a binary run lives on [0.5, 1] and folds both classes together; this one keeps them
+apart (an over-confident positive class and an under-confident negative class do not cancel). Same kernel
+machinery (``smoothing.bin_stats``): the "confidence" is p(y = 1), the "correct" indicator is 1[y = 1], and the
+loss is the full-vector Brier score, which for two classes is 2 (p1 - y)^2 whichever class is called positive.
+Pure numpy (no Qt).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+import numpy as np
+
+from calibview.core.stats import smoothing
+
+__all__ = ["PositiveClass", "positive_class"]
+
+
+@dataclass(frozen=True)
+class PositiveClass:
+    """Drawable like a ``CalibratorResult`` (name, label, metrics, stats) by gui.figure."""
+
+    name: str
+    label: str
+    stats: smoothing.BinnedStats
+    metrics: Mapping = field(default_factory=dict)
+
+
+def positive_class(name: str, label: str, sample_stats, metrics: Mapping = None) -> PositiveClass:
+    """From a calibrator's per-sample vectors on a binary evaluation split (``Engine.scored(...)[name].stats``)."""
+    if int(sample_stats.k) != 2:
+        raise ValueError(f"the positive-class diagram needs a binary run, this one has K = {sample_stats.k}")
+    conf = np.asarray(sample_stats.conf, dtype=np.float64)
+    pred = np.asarray(sample_stats.pred)
+    p1 = np.where(pred == 1, conf, 1.0 - conf)
+    y1 = (np.asarray(sample_stats.labels) == 1).astype(np.float64)
+    stats = smoothing.bin_stats(np.clip(p1, 0.0, 1.0), y1, np.asarray(sample_stats.brier, dtype=np.float64))
+    return PositiveClass(name=name, label=label, stats=stats, metrics=dict(metrics or {}))

@@ -1,0 +1,2 @@
+"""The widgets of the window: one module per view (metrics table, calibrator panel, bandwidth bar, run browser,
+compare, decisions, domains, slices). A view shows what the session tells it and never computes."""

@@ -1,0 +1,218 @@
+"""The drawn items of one curve: kernel curve, sharpness band, density area and reliability bins (pyqtgraph).
+
+Shared by the interactive canvas (gui.canvas) and the small-multiples figure (gui.figure). Everything numeric comes
+from the core (``smoothing.sharpness_curve``); items are created once and updated in place with ``setData``.
+The curve, band and density are drawn on [1/K, 1] only: no top-label confidence lies below 1/K.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Optional
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6 import QtCore, QtGui, QtWidgets
+
+from calibview.core.stats import smoothing
+from calibview.plot.theme import Theme, qcolor, themed_color
+
+__all__ = ["Series", "AreaItem", "DRAW_FLOOR", "domain_floor", "band_alpha_scale"]
+
+
+def band_alpha_scale(n_bands: int) -> float:
+    """Factor on the theme's band opacity with ``n_bands`` bands shown together: 1 up to three, then 3/n, so
+    that where all of them overlap the fill stays about as light as three bands (curves stay readable)."""
+    return 1.0 if n_bands <= 3 else 3.0 / n_bands
+
+_MAX_DRAWN = 1024           # most points drawn per curve (~1 per pixel of a full-screen plot)
+_MIN_DRAWN = 256            # fewest
+_PER_BANDWIDTH = 6          # points per bandwidth: the kernel curve is smooth on that scale; a polyline through
+                            # h/6-spaced grid points stays within (1/6)^2/8 ~ 0.3 % of a wiggle's height (sub-pixel)
+
+
+@lru_cache(maxsize=64)
+def _drawn_indices(grid_size: int, step: int) -> np.ndarray:
+    """Every ``step``-th grid index and the last one: drawn values are exactly the core's at those points."""
+    idx = np.arange(0, grid_size, step)
+    idx = idx if idx[-1] == grid_size - 1 else np.append(idx, grid_size - 1)
+    idx.setflags(write=False)
+    return idx
+
+
+def _drawn_step(grid_size: int, bandwidth: float) -> int:
+    """Grid stride for drawing at ``bandwidth``: ~h/6 apart, between _MIN_DRAWN and _MAX_DRAWN points."""
+    n = grid_size - 1
+    step = int(bandwidth * n / _PER_BANDWIDTH)
+    return max(1, -(-n // _MAX_DRAWN), min(step, n // _MIN_DRAWN))
+
+
+def _runs(valid: np.ndarray) -> list[tuple[int, int]]:
+    """[start, stop) of each run of True in ``valid``."""
+    if valid.all():
+        return [(0, valid.shape[0])]
+    edges = np.flatnonzero(np.diff(np.concatenate(([0], valid.view(np.int8), [0]))))
+    return list(zip(edges[0::2].tolist(), edges[1::2].tolist()))
+
+
+def _area_path(x: np.ndarray, lo: np.ndarray, hi: np.ndarray, valid: np.ndarray) -> QtGui.QPainterPath:
+    """Closed outline between ``lo`` and ``hi`` over each run of valid points (forward along hi, back along lo)."""
+    path = QtGui.QPainterPath()
+    for s, e in _runs(valid):
+        xs = np.concatenate((x[s:e], x[s:e][::-1], x[s:s + 1]))
+        ys = np.concatenate((hi[s:e], lo[s:e][::-1], hi[s:s + 1]))
+        sub = pg.arrayToQPath(xs, ys, connect="all", finiteCheck=False)
+        if path.isEmpty():
+            path = sub
+        else:
+            path.addPath(sub)
+    return path
+
+
+class AreaItem(QtWidgets.QGraphicsPathItem):
+    """A filled area with a 1 px outline. On screen the fill is drawn without antialiasing (4-6x cheaper in Qt's
+    raster engine, and its edge lies under the antialiased outline), which keeps 8 bands within a frame; exports
+    set ``smooth_fill``."""
+
+    smooth_fill = False
+
+    def paint(self, painter, option, widget=None):  # noqa: N802 (Qt override)
+        path = self.path()
+        if path.isEmpty():
+            return
+        painter.save()
+        painter.setRenderHint(QtGui.QPainter.RenderHint.Antialiasing, self.smooth_fill)
+        painter.fillPath(path, self.brush())
+        painter.setRenderHint(QtGui.QPainter.RenderHint.Antialiasing, True)
+        painter.setBrush(QtCore.Qt.BrushStyle.NoBrush)
+        painter.setPen(self.pen())
+        painter.drawPath(path)
+        painter.restore()
+
+
+class Series:
+    """The items and cached data of one calibrator on the canvas."""
+
+    def __init__(self, result, color: str, top: pg.PlotItem, bottom: pg.PlotItem, *, k: int = 0,
+                 dash: Optional[QtCore.Qt.PenStyle] = None, faint: bool = False, name: Optional[str] = None) -> None:
+        self.result = result
+        self.name = result.name if name is None else name
+        self.color = color
+        self.k = int(k) if k else _classes(result)
+        self.dash = dash
+        self.faint = faint
+        self.line_width = 2.0
+        self.band_on = not faint
+        self.band_alpha_scale = 1.0
+        self.state: Optional[tuple[float, str]] = None     # (bandwidth, kernel) the items show
+        self.sc: Optional[smoothing.SharpnessCurve] = None
+        count = np.asarray(result.stats.count, dtype=np.float64)
+        self.cum_count = np.concatenate(([0.0], np.cumsum(count)))
+        self.grid_size = count.shape[0]
+
+        self.band = AreaItem()
+        self.band.setZValue(-10)
+        self.curve = pg.PlotCurveItem(antialias=True, connect="finite", skipFiniteCheck=False)
+        # Separate segments instead of one stroked polyline: Qt strokes a 2 px antialiased polyline ~6x slower.
+        self.curve.opts["segmentedLineMode"] = "on"
+        self.curve.setZValue(10)
+        self.density = AreaItem()
+        top.addItem(self.band, ignoreBounds=True)
+        top.addItem(self.curve, ignoreBounds=True)
+        bottom.addItem(self.density, ignoreBounds=True)
+
+        bins = getattr(result, "bins", None)        # reliability bins: absent from e.g. a positive-class curve
+        if bins is not None:
+            acc, conf = np.asarray(bins.accuracy, float), np.asarray(bins.confidence, float)
+            keep = np.isfinite(acc) & np.isfinite(conf) & (np.asarray(bins.count) > 0)
+            lo = np.asarray(result.bin_acc_lo, float)[keep]
+            hi = np.asarray(result.bin_acc_hi, float)[keep]
+            bx, by = conf[keep], acc[keep]
+        else:
+            bx = by = lo = hi = np.zeros(0)
+        self.bin_errors = pg.ErrorBarItem(x=bx, y=by, top=np.clip(hi - by, 0, None), bottom=np.clip(by - lo, 0, None),
+                                          beam=0.012)
+        self.bin_points = pg.ScatterPlotItem(x=bx, y=by, size=6, symbol="o", antialias=True)
+        for item in (self.bin_errors, self.bin_points):
+            item.setZValue(20)
+            top.addItem(item, ignoreBounds=True)
+
+    def remove(self, top: pg.PlotItem, bottom: pg.PlotItem) -> None:
+        for item in (self.band, self.curve, self.bin_errors, self.bin_points):
+            top.removeItem(item)
+        bottom.removeItem(self.density)
+
+    def apply_theme(self, theme: Theme) -> None:
+        color = themed_color(self.color, theme.name)
+        if self.faint:
+            color = theme.muted
+        pen = pg.mkPen(color, width=self.line_width * (0.6 if self.faint else 1.0))
+        if self.dash is not None:
+            pen.setStyle(self.dash)
+        pen.setCapStyle(QtCore.Qt.PenCapStyle.FlatCap)      # segments meet end to end: no overdraw at joints
+        self.curve.setPen(pen)
+        self.curve.opts["segmentedLineMode"] = "on" if self.dash is None else "off"   # dashes need one polyline
+        self.band.setPen(pg.mkPen(qcolor(color, theme.band_edge_alpha), width=1))
+        # overlapping bands: each one's opacity shrinks past three so that the stack stays readable
+        self.band.setBrush(QtGui.QBrush(qcolor(color, round(theme.band_alpha * self.band_alpha_scale))))
+        self.density.setPen(pg.mkPen(qcolor(color, 230), width=1))      # 1 px: Qt's fast line path
+        self.density.setBrush(QtGui.QBrush(qcolor(color, theme.density_alpha)))
+        visible = self.bin_errors.isVisible()
+        self.bin_errors.setData(pen=pg.mkPen(qcolor(color, theme.error_bar_alpha), width=1))
+        self.bin_errors.setVisible(visible)     # ErrorBarItem.setData shows itself whenever it has x and y
+        self.bin_points.setPen(pg.mkPen(theme.background, width=1))
+        self.bin_points.setBrush(pg.mkBrush(color))
+
+    def update(self, bandwidth: float, kernel: str) -> None:
+        """Recompute the curve at (bandwidth, kernel) from the binned statistics and push it into the items."""
+        if self.state == (bandwidth, kernel):
+            return
+        sc = smoothing.sharpness_curve(self.result.stats, bandwidth, kernel)
+        self.sc, self.state = sc, (bandwidth, kernel)
+        idx = _drawn_indices(self.grid_size, _drawn_step(self.grid_size, bandwidth))
+        x = sc.x[idx]
+        inside = x >= domain_floor(self.k)
+        # Where (almost) no sample is near, the Nadaraya-Watson curve only extrapolates its nearest data (the
+        # Gaussian kernel never reaches exactly zero): draw it only where the density is at least DRAW_FLOOR of
+        # its peak, so the diagram never shows an accuracy at confidences no sample has.
+        valid = sc.valid[idx] & (sc.density[idx] >= DRAW_FLOOR) & inside
+        if not valid.any():
+            empty = np.zeros(0)
+            self.curve.setData(x=empty, y=empty)
+            self.band.setPath(QtGui.QPainterPath())
+        else:
+            full = bool(valid.all())
+            y = sc.curve[idx] if full else np.where(valid, sc.curve[idx], np.nan)
+            self.curve.setData(x=x, y=y, connect="all" if full else "finite", skipFiniteCheck=full)
+            self.band.setPath(_area_path(x, sc.band_lo[idx], sc.band_hi[idx], valid))
+        dens = sc.density[idx]
+        self.density.setPath(_area_path(x, np.zeros_like(dens), dens, inside))
+
+    def readout(self, x: float, bandwidth: float) -> str:
+        sc = self.sc
+        if sc is None:
+            return f"{self.name}: -"
+        g = self.grid_size
+        i = int(round(min(max(x, 0.0), 1.0) * (g - 1)))
+        lo = int(np.clip(np.ceil((x - bandwidth) * (g - 1)), 0, g - 1))
+        hi = int(np.clip(np.floor((x + bandwidth) * (g - 1)), 0, g - 1))
+        n = self.cum_count[hi + 1] - self.cum_count[lo] if hi >= lo else 0.0
+        acc = f"{sc.curve[i]:.2f}" if sc.valid[i] else "n/a"
+        return f"{self.name}: acc {acc}, density {sc.density[i]:.2f}, n≈{int(round(n))} within ±{bandwidth:.3g}"
+
+
+def _classes(result) -> int:
+    """K of the run a result comes from (its per-class vectors have K entries); 0 when unknown."""
+    per_class = getattr(result, "per_class_count", None)
+    return int(np.asarray(per_class).shape[0]) if per_class is not None else 0
+
+
+def domain_floor(k: int) -> float:
+    """The smallest possible top-label confidence, 1/K (0 when K is unknown), less a rounding margin so the grid
+    point at exactly 1/K is kept."""
+    return 1.0 / k - 1e-9 if k and k > 1 else 0.0
+
+
+#: The curve and band are drawn where the confidence density is at least this fraction of its maximum.
+DRAW_FLOOR = 1e-3
+
