@@ -23,7 +23,7 @@ from calibview.core.errors import CalibviewError
 from calibview.core.io.importers import import_arrays
 from calibview.core.io.logits import list_runs, read_split
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 TIMEOUT_S = 60
 MAX_RSS_BYTES = 1 << 30          # every bomb below inflates to more than this
 

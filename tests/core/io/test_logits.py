@@ -417,7 +417,7 @@ def test_uncompressed_and_big_endian_writes(tmp_path):
 
 # -------------------------------------------------------------------------------------------------------- demo
 
-DEMO = Path(__file__).resolve().parents[2] / "calibview" / "resources" / "demo.h5"
+DEMO = Path(__file__).resolve().parents[3] / "calibview" / "resources" / "demo.h5"
 DEMO_RUNS = {"resnet110-brier/cifar10": 10, "resnet110-flsd53/cifar10": 10, "resnet110-brier/cifar100": 100}
 
 
