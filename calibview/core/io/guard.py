@@ -1,4 +1,4 @@
-"""Untrusted input files: what calibview refuses to follow or to inflate (issue 12, "hostile HDF5").
+"""Untrusted input files: what calibview refuses to follow or to inflate in a hostile HDF5 file.
 
 Logit files are exchanged between teams and downloaded from papers' supplements, so a file must not make calibview
 read another file on the machine (external links, external raw storage, virtual datasets) or allocate far more than
@@ -41,6 +41,7 @@ _policy = Policy()
 
 
 def policy() -> Policy:
+    """The process-wide policy in force (which foreign files may be followed, whether sparse datasets pass)."""
     return _policy
 
 
@@ -54,6 +55,7 @@ def set_policy(allow_external: Sequence[str] = (), allow_sparse: bool = False) -
 
 @contextlib.contextmanager
 def using(allow_external: Sequence[str] = (), allow_sparse: bool = False) -> Iterator[Policy]:
+    """Apply a policy for the ``with`` block only (see :func:`set_policy`); the previous one is restored after."""
     old = set_policy(allow_external, allow_sparse)
     try:
         yield _policy

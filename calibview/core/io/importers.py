@@ -1,7 +1,8 @@
 """Convert logits stored as .npz, .npy or .pt/.pth into the HDF5 logits format (docs/FORMAT.md, "Importing").
 
 Arrays are found by name: ``logits`` or ``probs`` with ``labels`` is one split; ``logits_<s>`` / ``probs_<s>`` with
-``labels_<s>`` is split ``<s>``. ``meta_<column>`` (or ``meta_<column>_<s>``) is a metadata column of the split. A ``.npy`` file holds one array, so its labels are looked up next to it.
+``labels_<s>`` is split ``<s>``. ``meta_<column>`` (or ``meta_<column>_<s>``) is a metadata column of the split.
+A ``.npy`` file holds one array, so its labels are looked up next to it.
 Nothing is ever unpickled: .npz/.npy are loaded with ``allow_pickle=False`` and .pt with ``weights_only=True``.
 """
 
@@ -19,7 +20,10 @@ import numpy as np
 
 from calibview.core.io import guard
 from calibview.core.errors import CalibviewError, Progress, report
-from calibview.core.io.logits import PathLike, RunInfo, list_runs, validate_arrays, write_splits
+from calibview.core.io.checks import validate_arrays
+from calibview.core.io.discovery import list_runs
+from calibview.core.io.schema import PathLike, RunInfo
+from calibview.core.io.writer import write_splits
 from calibview.core.io.meta import check_name
 from calibview.core.io.safe_io import refuse_overwriting_inputs
 from calibview.core.io.meta import validate as validate_meta
@@ -37,7 +41,8 @@ def import_arrays(src: PathLike, out: PathLike, *, model: Optional[str] = None, 
                   split: Optional[str] = None, progress: Optional[Progress] = None,
                   overwrite: bool = False) -> list[RunInfo]:
     """Write the splits found in ``src`` as run ``<model>/<dataset>`` of the HDF5 file ``out`` (created or appended
-    to; an existing split is replaced only with ``overwrite=True``) and return that run, re-read from ``out``, as a one-item list.
+    to; an existing split is replaced only with ``overwrite=True``) and return that run, re-read from ``out``, as a
+    one-item list.
 
     ``model`` defaults to the source file stem (without a ``_logits``/``_probs`` suffix for .npy), ``dataset`` to
     "data". ``split`` names the split of an unsuffixed pair (default "all"); for suffixed pairs it selects one."""

@@ -1,10 +1,13 @@
-"""Outputs never touch inputs (issue 12): the same-file test every writing command runs before it writes, and the
-temporary-copy write of HDF5 files that are appended to.
+"""Safe writes: an output never replaces an input, and no reader ever sees half of a file.
+
+Every file calibview writes goes through here: :func:`atomic_write` for whole files (CSV, JSON, HTML, images:
+a temporary file in the same folder, renamed into place), :func:`atomic_hdf5` for HDF5 files that are appended
+to (a temporary copy of the destination, renamed into place only when the write completed), and the same-file
+test every writing command runs before it writes (:func:`refuse_overwriting_inputs`).
 
 ``same_file`` compares device and inode (``os.stat``), so another name for an input (a hard link, a symbolic link,
 ``./x`` against ``x``) is caught as well as the same name. ``refuse_overwriting_inputs`` is called by ``import``,
-``apply``, ``report`` (and ``release``) before anything is written; ``atomic_hdf5`` gives a writer a temporary copy
-of the destination in its folder, renamed into place only when the write completed.
+``apply``, ``report`` (and ``release``) before anything is written.
 """
 
 from __future__ import annotations
@@ -13,7 +16,9 @@ import contextlib
 import glob
 import os
 import shutil
+import tempfile
 import threading
+from pathlib import Path
 from typing import Iterable, Iterator, Optional, Union
 
 from calibview.core.errors import CalibviewError
@@ -76,3 +81,59 @@ def atomic_hdf5(path: PathLike) -> Iterator[str]:
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+#: where Linux (>= 4.7) shows the umask without changing it
+PROC_STATUS = "/proc/self/status"
+_UMASK_LOCK = threading.Lock()
+
+
+def _current_umask() -> int:
+    """The process umask, read from /proc where there is one; elsewhere POSIX only lets one read it by setting
+    it, so it is set and restored at once (under a lock), at the time of a write and never on import."""
+    try:
+        with open(PROC_STATUS) as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    with _UMASK_LOCK:
+        mask = os.umask(0o022)
+        os.umask(mask)
+    return mask
+
+
+def atomic_write(path: str | os.PathLike, data: str | bytes) -> None:
+    """Write ``data`` to ``path`` so that readers see the old file or the new one, never half of one."""
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as e:
+        raise CalibviewError(f"Cannot write {path}: {e.strerror or e}.") from None
+    try:
+        # mkstemp creates the file 0600: keep the mode of the file being replaced, or give a new one the
+        # permissions a plain open() would (0666 minus the umask).
+        try:
+            mode = os.stat(path).st_mode & 0o777
+        except OSError:
+            mode = 0o666 & ~_current_umask()
+        os.chmod(tmp, mode)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode("utf-8") if isinstance(data, str) else data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as e:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise CalibviewError(f"Cannot write {path}: {e.strerror or e}.") from None
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise

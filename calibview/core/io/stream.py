@@ -24,7 +24,9 @@ import h5py
 import numpy as np
 import torch
 
+from calibview.core.io import checks, discovery
 from calibview.core.io import logits as lg
+from calibview.core.io import schema
 from calibview.core.io import shards
 from calibview.core.errors import CalibviewError
 
@@ -95,13 +97,14 @@ def parse_size(text: Union[str, int, float, None]) -> Optional[int]:
     return int(value)
 
 
-def memory_bytes(info: lg.SplitInfo) -> int:
+def memory_bytes(info: schema.SplitInfo) -> int:
     """Bytes the split takes once loaded: float16 widens to float32, probabilities become float64 log-probs."""
     itemsize = 8 if info.kind == "probs" or np.dtype(info.dtype).itemsize >= 8 else 4
     return int(info.n) * int(info.k) * itemsize
 
 
 def human(nbytes: float) -> str:
+    """``nbytes`` for a message, in decimal units: "1.5 GB", "12.0 MB", "3.2 kB", "512 B"."""
     for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
         if nbytes >= scale:
             return f"{nbytes / scale:.1f} {unit}"
@@ -112,18 +115,19 @@ class StreamedSplit:
     """One split on disk (one file, or several shards in sorted order), sliceable like an (N, K) tensor.
 
     ``split[a:b]`` reads rows a..b-1 and returns them as a tensor on ``device``: logits in float32 (float16
-    widened) or float64, probabilities as float64 log-probabilities (as :func:`calibview.core.evaluation.request.scores_tensor`
-    does for a loaded split). ``labels`` (N,) int64 are read once, validated, and kept in memory.
+    widened) or float64, probabilities as float64 log-probabilities (as
+    :func:`calibview.core.evaluation.request.scores_tensor` does for a loaded split). ``labels`` (N,) int64 are
+    read once, validated, and kept in memory.
     """
 
-    def __init__(self, file: str, run: lg.RunInfo, split: str, *, device: torch.device | str = "cpu",
+    def __init__(self, file: str, run: schema.RunInfo, split: str, *, device: torch.device | str = "cpu",
                  chunk_rows: Optional[int] = None) -> None:
         info = run.split(split)
         if shards.is_pattern(file):
             _, files, per_file = shards._listing(file)
-            segments = [(f, lg.find_run(r, run.name).split(split)) for f, r in zip(files, per_file)]
+            segments = [(f, discovery.find_run(r, run.name).split(split)) for f, r in zip(files, per_file)]
         else:
-            segments = [(lg._abspath(file), info)]
+            segments = [(schema.abspath(file), info)]
         self.info, self.run, self.kind = info, run, info.kind
         self.device = torch.device(device)
         self.shape = (int(info.n), int(info.k))
@@ -134,17 +138,17 @@ class StreamedSplit:
         at = 0
         for f, s in segments:
             sds, lds = self._datasets(f, s)
-            lg._read_labels(lds, labels[at:at + s.n], 0, s.n, f)
-            lg._check_labels(f, lds.name, labels[at:at + s.n], s.k)
+            lg.read_labels(lds, labels[at:at + s.n], 0, s.n, f)
+            checks.check_labels(f, lds.name, labels[at:at + s.n], s.k)
             self._segments.append((f, s, at, at + s.n))
             at += s.n
         self.labels = torch.from_numpy(labels).to(self.device)
         self.chunk_rows = int(chunk_rows) if chunk_rows else max(1, STREAM_CHUNK_BYTES // (4 * self.shape[1]))
 
-    def _datasets(self, file: str, info: lg.SplitInfo) -> tuple[h5py.Dataset, h5py.Dataset]:
+    def _datasets(self, file: str, info: schema.SplitInfo) -> tuple[h5py.Dataset, h5py.Dataset]:
         if file not in self._files:
-            self._files[file] = lg._open(file)
-        sds, lds, _ = lg._open_split(self._files[file], file, info)
+            self._files[file] = schema.open_file(file)
+        sds, lds, _ = lg.open_split(self._files[file], file, info)
         return sds, lds
 
     def __len__(self) -> int:
@@ -162,10 +166,10 @@ class StreamedSplit:
             if a >= b:
                 continue
             sds, _ = self._datasets(file, info)
-            block = np.empty((b - a, self.shape[1]), lg._out_dtype(sds.dtype))
+            block = np.empty((b - a, self.shape[1]), lg.out_dtype(sds.dtype))
             staging = np.empty((b - a, self.shape[1]), sds.dtype) if sds.dtype.itemsize < 4 else None
-            lg._read_rows(sds, block, a - first, b - first, 0, staging, file)
-            check = lg._ScoreCheck(file, sds.name, info.kind, sds.dtype)
+            lg.read_rows(sds, block, a - first, b - first, 0, staging, file)
+            check = checks.ScoreCheck(file, sds.name, info.kind, sds.dtype)
             check.update(block, a - first)
             check.raise_if_bad(b - a, f" (rows {a - first}-{b - first - 1})")
             parts.append(block)
@@ -186,6 +190,7 @@ class StreamedSplit:
             yield start, self[start:stop], self.labels[start:stop]
 
     def close(self) -> None:
+        """Close the HDF5 files opened for reading; a later read opens them again."""
         for f in self._files.values():
             f.close()
         self._files.clear()
@@ -201,6 +206,7 @@ class StreamedSplit:
 
 
 def is_streamed(scores) -> bool:
+    """True if ``scores`` is a :class:`StreamedSplit` (read from disk in chunks) rather than an in-memory tensor."""
     return isinstance(scores, StreamedSplit)
 
 

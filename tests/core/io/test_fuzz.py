@@ -1,4 +1,4 @@
-"""Property-based fuzzing of the HDF5 reader (issue 12, item 5): random valid and invalid runs (dtypes, shapes,
+"""Property-based fuzzing of the HDF5 reader: random valid and invalid runs (dtypes, shapes,
 NaN/Inf placements, label ranges, attributes, metadata columns, links and storage that point elsewhere).
 
 For every case: the core gives a result or raises CalibviewError with one sentence (never another exception), the
@@ -38,7 +38,8 @@ import h5py  # noqa: E402
 
 from calibview.cli.program import main  # noqa: E402
 from calibview.core.errors import CalibviewError  # noqa: E402
-from calibview.core.io.logits import iter_split, list_runs, read_meta, read_split  # noqa: E402
+from calibview.core.io.discovery import list_runs  # noqa: E402
+from calibview.core.io.logits import iter_split, read_meta, read_split  # noqa: E402
 
 HANG_S = 60                 # a case still running after this is a hang: dump the stacks and end the run
 STORAGE = ("contiguous", "chunked", "gzip", "soft_link", "dangling_soft", "external_link", "virtual_fifo",

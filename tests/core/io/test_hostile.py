@@ -1,4 +1,4 @@
-"""Hostile input files (issue 12): external links, external raw storage, virtual datasets, datasets declared but
+"""Hostile input files: external links, external raw storage, virtual datasets, datasets declared but
 never written, compression bombs in HDF5 and in .npz. Each is refused with one sentence naming the dataset and exit
 status 2, in bounded time and memory, and the file it points to is never opened: that target is a FIFO, whose
 opening blocks until a writer comes, and the command runs under a timeout (HDF5 opens files from C, where a Python
@@ -21,7 +21,8 @@ import pytest
 from calibview.core.io import guard
 from calibview.core.errors import CalibviewError
 from calibview.core.io.importers import import_arrays
-from calibview.core.io.logits import list_runs, read_split
+from calibview.core.io.discovery import list_runs
+from calibview.core.io.logits import read_split
 
 ROOT = Path(__file__).resolve().parents[3]
 TIMEOUT_S = 60

@@ -11,7 +11,8 @@ import torch
 
 from calibview.core.errors import CalibviewError
 from calibview.core.io.importers import import_arrays, labels_for_npy
-from calibview.core.io.logits import list_runs, read_split
+from calibview.core.io.discovery import list_runs
+from calibview.core.io.logits import read_split
 
 RNG = np.random.default_rng(1)
 

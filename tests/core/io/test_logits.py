@@ -12,8 +12,10 @@ import numpy as np
 import pytest
 
 from calibview.core.errors import Cancelled, CalibviewError
-from calibview.core.io.logits import (RunInfo, find_run, iter_split, list_runs, read_split, write_run,
-                                   write_splits)
+from calibview.core.io.discovery import find_run, list_runs
+from calibview.core.io.logits import iter_split, read_split
+from calibview.core.io.schema import RunInfo
+from calibview.core.io.writer import write_run, write_splits
 
 RNG = np.random.default_rng(0)
 

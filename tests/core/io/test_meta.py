@@ -10,7 +10,9 @@ from calibview.core.evaluation.engine import Engine
 from calibview.core.errors import CalibviewError
 from calibview.core.evaluation.request import EvalRequest
 from calibview.core.io.importers import import_arrays
-from calibview.core.io.logits import list_runs, read_meta, write_run, write_splits
+from calibview.core.io.discovery import list_runs
+from calibview.core.io.logits import read_meta
+from calibview.core.io.writer import write_run, write_splits
 from calibview.core.evaluation.slices import evaluate_slices
 
 N, K = 40, 3

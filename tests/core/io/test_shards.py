@@ -6,8 +6,10 @@ import pytest
 from calibview.cli import main
 from calibview.core.io import shards
 from calibview.core.errors import CalibviewError
-from calibview.core.evaluation.request import EvalRequest, evaluate
-from calibview.core.io.logits import read_split, write_run
+from calibview.core.evaluation.engine import evaluate
+from calibview.core.evaluation.request import EvalRequest
+from calibview.core.io.logits import read_split
+from calibview.core.io.writer import write_run
 
 RUN = "resnet110-flsd53/cifar10"
 

@@ -9,11 +9,12 @@ import numpy as np
 import pytest
 import torch
 
-from calibview.core.stats import bootstrap
-from calibview.core.io import stream
+from calibview.core.stats import resampling
+from calibview.core.io import discovery, stream
 from calibview.core.errors import Cancelled, CalibviewError
-from calibview.core.evaluation.request import EvalRequest, evaluate
-from calibview.core.io.logits import write_splits
+from calibview.core.evaluation.engine import evaluate
+from calibview.core.evaluation.request import EvalRequest
+from calibview.core.io.writer import write_splits
 from calibview.core.stats.metrics import METRIC_NAMES
 
 TINY = 1             # bytes: every split is streamed
@@ -70,7 +71,7 @@ def test_streamed_split_reads_like_the_file(files):
     f16, _ = files
     with h5py.File(f16, "r") as f:
         raw = f["/m/d/test/logits"][...].astype(np.float32)
-    run = stream.lg.find_run(stream.lg.list_runs(f16), "m/d")
+    run = discovery.find_run(discovery.list_runs(f16), "m/d")
     with stream.StreamedSplit(str(f16), run, "test", chunk_rows=1000) as split:
         assert split.shape == raw.shape and split.dtype == torch.float32
         np.testing.assert_array_equal(split[990:2010].numpy(), raw[990:2010])
@@ -147,10 +148,10 @@ def test_group_bootstrap_agrees_with_the_sample_bootstrap(tmp_path, monkeypatch)
     write_splits(path, "m", "d", {"val": ("logits", zv, yv), "test": ("logits", zt, yt)})
     req = EvalRequest(file=str(path), run="m/d", calibrators=("none", "ts"), n_boot=400, seed=1)
     samples = evaluate(req)
-    monkeypatch.setattr(bootstrap, "UNIT_LIMIT", 1000)
-    monkeypatch.setattr(bootstrap, "MIN_UNITS", 2000)
-    monkeypatch.setattr(bootstrap, "MAX_UNITS", 2000)
-    units = bootstrap.bootstrap_units(20_000, 5)
+    monkeypatch.setattr(resampling, "UNIT_LIMIT", 1000)
+    monkeypatch.setattr(resampling, "MIN_UNITS", 2000)
+    monkeypatch.setattr(resampling, "MAX_UNITS", 2000)
+    units = resampling.bootstrap_units(20_000, 5)
     assert int(units.max()) + 1 == 2000 and set(torch.bincount(units).tolist()) == {10}
     groups = evaluate(req)
     for a, b in zip(samples.results, groups.results):
