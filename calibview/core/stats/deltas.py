@@ -14,7 +14,7 @@ from typing import Callable, Mapping, Optional, Sequence
 
 import numpy as np
 
-from calibview.core.stats.bootstrap import Interval, percentile_interval
+from calibview.core.stats.resampling import Interval, percentile_interval
 from calibview.core.stats.metrics import METRIC_NAMES
 
 

@@ -1,4 +1,4 @@
-"""Proper scores and calibration errors, exactly as defined in ../shared/METRICS.md.
+"""Proper scores and calibration errors, exactly as defined in docs/DEFINITIONS.md.
 
 Everything is computed from *log-probabilities* in float64, so a confidence of exactly 1.0 only appears when the
 model really says so, and NLL is ``inf`` (never clipped) when a calibrator outputs an exact zero for the label.
@@ -21,8 +21,8 @@ import torch
 METRIC_NAMES = (
     "accuracy", "nll", "brier", "brier_top", "ece", "rmsce", "mce", "ace", "classwise_ece",
     "debiased_ece", "smece", "cal", "tot", "sharpness_gap",
-    # selective prediction and discrimination (calibview.core.stats.selective, calibview.core.stats.auroc); appended so that
-    # positional readers of metrics.csv keep working
+    # selective prediction and discrimination (calibview.core.stats.selective, calibview.core.stats.auroc);
+    # appended so that positional readers of metrics.csv keep working
     "aurc", "e_aurc", "acc_at_cov80", "acc_at_cov90", "acc_at_cov95", "cov_at_acc95", "cov_at_acc99", "auroc",
     "auroc_correct",
 )
@@ -113,6 +113,7 @@ class SampleStats:
 
     @property
     def n(self) -> int:
+        """The number of samples N."""
         return int(self.conf.shape[0])
 
 
@@ -277,20 +278,24 @@ class BinTable:
 
     @property
     def n(self) -> float:
+        """The number of samples over all bins."""
         return float(self.count.sum())
 
     @property
     def accuracy(self) -> np.ndarray:
+        """(B,) mean correctness of each bin, NaN for an empty bin."""
         with np.errstate(invalid="ignore", divide="ignore"):
             return np.where(self.count > 0, self.sum_correct / np.maximum(self.count, 1), np.nan)
 
     @property
     def confidence(self) -> np.ndarray:
+        """(B,) mean confidence of each bin, NaN for an empty bin."""
         with np.errstate(invalid="ignore", divide="ignore"):
             return np.where(self.count > 0, self.sum_conf / np.maximum(self.count, 1), np.nan)
 
 
 def equal_width_table(conf: np.ndarray, correct: np.ndarray, n_bins: int) -> BinTable:
+    """The :class:`BinTable` of ``n_bins`` equal-width bins of [0, 1]; conf, correct : (N,) float64 in [0, 1]."""
     b = equal_width_bin(conf, n_bins)
     edges = np.linspace(0.0, 1.0, n_bins + 1)
     return BinTable(
@@ -308,6 +313,8 @@ def equal_mass_order(conf: np.ndarray, n_bins: int) -> tuple[np.ndarray, np.ndar
 
 
 def equal_mass_table(conf: np.ndarray, correct: np.ndarray, n_bins: int) -> BinTable:
+    """The :class:`BinTable` of (at most) ``n_bins`` equal-mass bins of the sorted confidences (ties kept in
+    stable order); conf, correct : (N,) float64 in [0, 1]. Edges are the smallest and largest confidence of each bin."""
     order, group = equal_mass_order(conf, n_bins)
     b = np.empty_like(group)
     b[order] = group

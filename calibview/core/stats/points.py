@@ -12,9 +12,10 @@ from typing import Mapping
 
 import numpy as np
 
-from calibview.core.stats import smoothing
+from calibview.core.stats import smooth_ece, smoothing
 from calibview.core.stats.selective import selective_metrics
-from calibview.core.stats.metrics import SampleStats, binned_metrics, equal_width_table, per_class_accuracy, wilson_interval
+from calibview.core.stats.metrics import (SampleStats, binned_metrics, equal_width_table, per_class_accuracy,
+                                          wilson_interval)
 
 
 def compute_part(stats: SampleStats, classwise_sums: Mapping[int, np.ndarray], part: tuple) -> dict:
@@ -26,7 +27,7 @@ def compute_part(stats: SampleStats, classwise_sums: Mapping[int, np.ndarray], p
     in-memory subset)."""
     s = stats
     if part[0] == "common":
-        smece, sigma = smoothing.smece(s.conf, s.correct)
+        smece, sigma = smooth_ece.smece(s.conf, s.correct)
         acc, count = per_class_accuracy(s)
         return {"values": {"accuracy": float(s.correct.mean()), "nll": float(s.nll.mean()),
                            "brier": float(s.brier.mean()),
@@ -50,8 +51,9 @@ def compute_part(stats: SampleStats, classwise_sums: Mapping[int, np.ndarray], p
 
 def resample_part(boot, block, part: tuple, *, smooth: bool = True) -> dict:
     """The (R_b,) bootstrap values of one part's metrics for one block of resamples
-    (:class:`calibview.core.stats.bootstrap.SampleBootstrap`, :class:`calibview.core.stats.bootstrap.ResampleBlock`);
-    ``smooth=False`` skips the grid-based SmoothECE of the common part (slices: see calibview.core.evaluation.slices)."""
+    (:class:`calibview.core.stats.bootstrap.SampleBootstrap`, :class:`calibview.core.stats.resampling.ResampleBlock`);
+    ``smooth=False`` skips the grid-based SmoothECE of the common part (what slices ask for, see
+    calibview.core.evaluation.slices)."""
     if part[0] == "common":
         return boot.common(block, smooth=smooth)
     if part[0] == "binned":

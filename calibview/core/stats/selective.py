@@ -1,7 +1,7 @@
 """Selective prediction: the risk-coverage curve, AURC and E-AURC, accuracy at coverage, coverage at accuracy, the
 AUROC of confidence for correctness, the high-confidence audit and per-class thresholds.
 
-Definitions (issue 10, METRIC_HELP, README "Definitions"):
+Definitions (also in docs/DEFINITIONS.md and, one line each, in METRIC_HELP):
 
 - Sort by confidence descending; samples with equal confidence enter together (a *tie group*). The selective risk
   r(k) = errors among the first k / k is evaluated at the end of each tie group and held across it.
@@ -52,10 +52,12 @@ class RankOrder:
 
     @property
     def n(self) -> int:
+        """The number of samples N."""
         return int(self.order.shape[0])
 
 
 def rank_order(conf: np.ndarray, correct: np.ndarray) -> RankOrder:
+    """Sort the samples once: conf (N,) confidences in [0, 1], correct (N,) 0/1; see :class:`RankOrder`."""
     conf = np.asarray(conf, dtype=np.float64)
     order = np.argsort(-conf, kind="stable")
     sc = conf[order]
@@ -141,10 +143,12 @@ class RiskCoverage:
 
     @property
     def coverage(self) -> np.ndarray:
+        """(G,) fraction of the samples accepted at each tie-group end, in (0, 1]."""
         return self.count / self.n
 
     @property
     def risk(self) -> np.ndarray:
+        """(G,) selective risk (error rate among the accepted samples) at each tie-group end, in [0, 1]."""
         return self.errors / self.count
 
     @property
@@ -154,26 +158,33 @@ class RiskCoverage:
 
     @property
     def aurc(self) -> float:
+        """Area under the risk-coverage curve."""
         return float(self._m["aurc"][0])
 
     @property
     def aurc_star(self) -> float:
+        """AURC of an oracle that accepts every correct sample first (same N and error count)."""
         return float(self._m["aurc_star"][0])
 
     @property
     def e_aurc(self) -> float:
+        """Excess AURC: AURC - AURC*."""
         return float(self._m["e_aurc"][0])
 
     @property
     def auroc_correct(self) -> float:
+        """AUROC of confidence for correctness (ties count 1/2)."""
         return float(self._m["auroc_correct"][0])
 
     def acc_at_coverage(self, q: float) -> float:
+        """Selective accuracy over the first ceil(q N) samples (coverage ``q`` in (0, 1]), the tie group that
+        crosses that position included whole."""
         need = max(math.ceil(round(q * self.n, 9)), 1)
         g = int(np.searchsorted(self.count, need, side="left"))
         return 1.0 - float(self.errors[g] / self.count[g])
 
     def coverage_at_accuracy(self, a: float) -> float:
+        """The largest coverage at a tie-group end whose selective accuracy is >= ``a`` (0 if none)."""
         ok = self.errors / self.count <= 1.0 - a + TOL          # as in the metric columns
         return float(self.count[ok].max() / self.n) if ok.any() else 0.0
 
@@ -322,6 +333,8 @@ class SortedConfidence:
         self._conf = np.r_[0.0, np.cumsum(self.asc[::-1])]
 
     def at(self, t: float) -> AtThreshold:
+        """The samples with confidence >= ``t``: their count, coverage, accuracy (Wilson interval) and mean
+        confidence."""
         j = self.n_total - int(np.searchsorted(self.asc, float(t), side="left"))
         if j == 0:
             return AtThreshold(float(t), 0, 0.0, math.nan, math.nan, math.nan, math.nan)
@@ -362,6 +375,8 @@ def per_class_thresholds(conf, pred, correct, k: int, target_precision: float) -
 
 @dataclass(frozen=True)
 class ClassThreshold:
+    """What the threshold of class ``cls`` achieves: among the samples predicted ``cls``, those accepted."""
+
     cls: int
     threshold: Optional[float]
     n_pred: int             # samples predicted c

@@ -343,7 +343,7 @@ def test_resampled_auroc_against_repeat():
 # --- through the engine ------------------------------------------------------------------------------------------
 
 def _toy(path, n=(600, 700), k=5, seed=0):
-    from calibview.core.io.logits import write_run
+    from calibview.core.io.writer import write_run
 
     rng = np.random.default_rng(seed)
     for split, m in zip(("val", "test"), n):
@@ -357,7 +357,8 @@ def _toy(path, n=(600, 700), k=5, seed=0):
 def test_engine_columns_against_sklearn_and_selective(tmp_path, monkeypatch, caplog):
     from calibview.core.evaluation.engine import Engine
     from calibview.core.evaluation.request import EvalRequest
-    from calibview.core.io.logits import find_run, read_split
+    from calibview.core.io.discovery import find_run
+    from calibview.core.io.logits import read_split
     from calibview.core.stats.metrics import METRIC_NAMES
 
     path = _toy(tmp_path / "toy.h5")

@@ -7,13 +7,13 @@ import relplot
 import torch
 
 import calibview
-from calibview.core.stats import smoothing
+from calibview.core.stats import grid, smooth_ece
 from calibview.core.errors import CalibviewError
-from calibview.core.stats.smoothing import (bin_stats, cal_resampled, cal_tot, sharpness_curve, smece, smece_at,
-                                      smece_resampled)
+from calibview.core.stats.smooth_ece import smece, smece_at, smece_resampled
+from calibview.core.stats.smoothing import bin_stats, cal_resampled, cal_tot, sharpness_curve
 
 DEMO = calibview.demo_path()
-# The real CIFAR logits of ../shared/data, as bundled in the demo file.
+# Real CIFAR logits, as bundled in the demo file.
 SPLITS = ["resnet110-brier/cifar10", "resnet110-flsd53/cifar10", "resnet110-brier/cifar100"]
 
 
@@ -140,19 +140,19 @@ def test_smece_resampled_visits_fine_grids():
     conf, correct, _ = _synthetic(50_000, seed=21, power=1.0)
     assert smece(conf, correct)[1] < 0.0107
     weights = _resample_weights(50_000, 40, seed=9)
-    fine = smoothing._FineGrids.__init__
+    fine = smooth_ece._FineGrids.__init__
     calls = []
 
     def spy(self, *args):
         calls.append(1)
         fine(self, *args)
 
-    smoothing._FineGrids.__init__ = spy
+    smooth_ece._FineGrids.__init__ = spy
     try:
-        smoothing._CACHE.clear()
+        grid._CACHE.clear()
         smece_resampled(conf, correct, weights)
     finally:
-        smoothing._FineGrids.__init__ = fine
+        smooth_ece._FineGrids.__init__ = fine
     assert calls
 
 
