@@ -1,5 +1,4 @@
-"""Histogram binning, isotonic regression, Platt, beta calibration and the MRR baseline (METRICS.md, "Post-hoc
-calibrators"), plugged into :mod:`calibview.core.calibrators.base` through :func:`register`.
+"""Histogram binning (``hb``), isotonic regression (``ir``) and the MRR baseline (``mrr``).
 
 Conventions shared by ``hb`` and ``ir``
   * ``p = softmax(z)`` in float64 (:func:`probabilities`), the same computation at fit and at apply,
@@ -7,7 +6,7 @@ Conventions shared by ``hb`` and ``ir``
   * One-vs-rest: class k's map is fitted on (p_k, 1[y = k]) over all fit rows; the K maps are then applied to
     a row and the row renormalised to sum 1. Zero entries stay exact zeros (log-probability -inf, infinite NLL
     when the label has it, never clipped). A row whose K mapped values are all 0 has no calibrated
-    distribution: it falls back to the uncalibrated row (netcal returns NaN there, its issue #56).
+    distribution: it falls back to the uncalibrated row (netcal returns NaN there).
   * A class absent from the fit split maps to 0 everywhere (``ir``) or wherever its bin was non-empty
     (``hb``; empty bins map to their centre); the renormalisation or the fallback still gives a valid row,
     and fit returns a warning naming such classes.
@@ -23,20 +22,14 @@ Conventions shared by ``hb`` and ``ir``
   linear interpolation between the kept thresholds, clipped to the fitted range. Only the points where the
   step function changes are stored (sklearn's ``trim_duplicates``). sklearn also pools x that differ by less
   than 1e-15; here only exact ties are pooled.
-``platt`` / ``beta`` (K = 2): logistic regressions by Newton's method to convergence, on the log-odds
-  s = z_1 - z_0 (an infinite s from a stored exact 0 probability counts as +-1e4), or on
-  (ln p, -ln(1 - p)) with p clipped to [eps, 1 - eps] like betacal. Platt's smoothed targets
-  ((N+ + 1)/(N+ + 2), 1/(N- + 2)) are off by default (``smooth_targets=True`` turns them on); they are used
-  anyway, with a warning, when the fit split is separable and the maximum-likelihood fit does not exist.
-  beta keeps a, b >= 0: a negative coefficient (a checked first, as betacal) is dropped and the rest refitted;
-  unlike betacal, a coefficient still negative after that is dropped as well (intercept only, warned).
 ``mrr``: the arg-max class (first index on ties) gets the fit-split accuracy ``acc``, the others
   (1 - acc)/(K - 1). The arg-max is kept only when acc > 1/K; otherwise the predicted class gets no more
   probability than the others (the arg-max moves to the first other class) and fit warns.
 
 Options are keyword arguments of ``fit`` (or of the constructor, for the registered defaults): hb ``bins``
-(15) and ``strategy`` ("uniform"); platt / beta ``smooth_targets`` (False). The quantile-hb and ir fits hold
-the (K, N) float64 fit-split probabilities in memory (8 N K bytes).
+(15) and ``strategy`` ("uniform"). The quantile-hb and ir fits hold the (K, N) float64 fit-split probabilities
+in memory (8 N K bytes). Platt and beta calibration, the binary logistic maps, are in
+:mod:`calibview.core.calibrators.logistic`.
 """
 
 from __future__ import annotations
@@ -46,32 +39,23 @@ from typing import Any, Optional
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from scipy.optimize import isotonic_regression
-from scipy.special import expit
 
-from calibview.core.calibrators.base import Fitted, Method, get, register
+from calibview.core.calibrators.base import Fitted, Method, fit_checks, registered
+from calibview.core.calibrators.temperature import log_probabilities
 from calibview.core.errors import CalibviewError, check_cancel, report
 from calibview.core.stats.metrics import chunk_rows
 
 # Rows per pass at fit time: chunk_rows(K) (float64 (rows, K) temporaries of ~16 MB); apply receives chunks from
 # its caller.
 CLASS_BLOCK = 64         # classes per block when whole columns are processed (quantiles, isotonic fits)
-_EPS = float(np.finfo(np.float64).eps)
-_LOG_CLIP = (math.log(_EPS), math.log1p(-_EPS))    # betacal's clip of p to [eps, 1 - eps], in logs
-_S_CAP = 1e4             # |log-odds| standing in for an infinite one (a stored probability of exactly 0 or 1)
 
 
 # --- shared helpers -------------------------------------------------------------------------------------------
 
-def log_probabilities(scores: torch.Tensor) -> torch.Tensor:
-    """float64 log-softmax of the scores: the uncalibrated log-probabilities (as the identity calibrator)."""
-    return torch.log_softmax(scores.to(torch.float64), dim=1)
-
-
 def probabilities(scores: torch.Tensor) -> torch.Tensor:
-    """float64 softmax of the scores, exactly as the hb / ir fits and maps compute it (torch computes each row
-    alike whatever the chunk, so fit and apply see bitwise the same values)."""
+    """(N, K) float64 softmax of ``scores`` (N, K), exactly as the hb / ir fits and maps compute it (torch
+    computes each row alike whatever the chunk, so fit and apply see bitwise the same values)."""
     return torch.softmax(scores.to(torch.float64), dim=1)
 
 
@@ -93,23 +77,6 @@ def _names(idx: np.ndarray) -> str:
     return shown + (", ..." if len(idx) > 5 else "")
 
 
-def _fit_checks(scores: torch.Tensor, labels: torch.Tensor, label: str) -> list[str]:
-    """Errors and warnings every method shares: an empty split, a single row, identical rows."""
-    n = int(scores.shape[0])
-    if n == 0:
-        raise CalibviewError(f"The fit split has no rows; {label} needs labelled rows to fit on.")
-    if labels.shape[0] != n:
-        raise CalibviewError(f"The fit split has {n} rows of scores but {labels.shape[0]} labels; "
-                             "they must have one label per row.")
-    if n == 1:
-        return [f"{label} was fitted on a single row, so it only knows that row's class."]
-    rows = chunk_rows(int(scores.shape[1]))
-    if all(bool((scores[s:s + rows] == scores[:1]).all()) for s in range(0, n, rows)):
-        return [f"Every row of the fit split has the same scores, so {label} can only learn the class "
-                "frequencies."]
-    return []
-
-
 def _renormalise(q: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
     """log(q / row sum), in q's storage; rows summing to 0 fall back to the uncalibrated log-probabilities."""
     s = q.sum(dim=1, keepdim=True)
@@ -128,12 +95,14 @@ class _OneVsRest(Method):
         raise NotImplementedError
 
     def apply(self, prepared, scores):
+        """(N, K) float64 log-probabilities: the K maps of softmax(``scores``), each row renormalised."""
         return _renormalise(self.map(prepared, probabilities(scores)), scores)
 
 
 def one_vs_rest(fitted: Fitted, scores: torch.Tensor) -> torch.Tensor:
-    """The per-class maps of a fitted ``hb`` / ``ir`` calibrator on ``scores``, before renormalisation."""
-    method = get(fitted.method)
+    """The (N, K) float64 per-class maps of a fitted ``hb`` / ``ir`` calibrator on ``scores`` (N, K), in [0, 1],
+    before renormalisation."""
+    method = registered(fitted.method)
     if not isinstance(method, _OneVsRest):
         raise CalibviewError(f"{method.label} is not a one-vs-rest calibrator.")
     return method.map(method.prepare(fitted.params, scores.device), probabilities(scores))
@@ -161,6 +130,11 @@ def _quantiles(srt: np.ndarray, b: int) -> np.ndarray:
 
 
 class HistogramBinning(_OneVsRest):
+    """Histogram binning
+
+    ``hb``: per class, p_k mapped to the fraction of positives in its bin (``bins`` bins, "uniform" or
+    "quantile" edges); see the module docstring."""
+
     name, label, keeps_argmax = "hb", "Histogram binning", False
     strategies = ("uniform", "quantile")
 
@@ -171,13 +145,15 @@ class HistogramBinning(_OneVsRest):
 
     def fit(self, scores, labels, *, progress=None, cancel=None, bins: Optional[int] = None,
             strategy: Optional[str] = None):
+        """({"bins": B, "strategy", "edges": (B + 1,) or (K, B + 1), "value": (K, B) fractions}, warnings) for
+        ``scores`` (N, K) and ``labels`` (N,); ``bins`` / ``strategy`` override the constructor's."""
         b = int(self.bins if bins is None else bins)
         strategy = self.strategy if strategy is None else strategy
         if b < 1:
             raise CalibviewError(f"Histogram binning needs at least 1 bin, got {b}.")
         if strategy not in self.strategies:
             raise CalibviewError(f"Unknown histogram-binning strategy {strategy!r}; choose uniform or quantile.")
-        warnings = _fit_checks(scores, labels, self.label)
+        warnings = fit_checks(scores, labels, self.label)
         n, k = scores.shape
         y = labels.to(device=scores.device, dtype=torch.int64)
         if strategy == "uniform":
@@ -223,6 +199,8 @@ class HistogramBinning(_OneVsRest):
                 "offset": torch.arange(k, device=device) * b - 1}
 
     def prepare(self, params, device):
+        """The edges (outer ones at -inf / +inf), the flat (K * B,) bin values and per-class offsets on
+        ``device``."""
         value = np.asarray(params["value"], dtype=np.float64)
         k, b = value.shape
         return {**self._bin_layout(params["edges"], k, b, device),
@@ -237,6 +215,7 @@ class HistogramBinning(_OneVsRest):
         return torch.searchsorted(edges, p.T.contiguous(), side="left").T + prepared["offset"]
 
     def map(self, prepared, p):
+        """(N, K): every entry of ``p`` (N, K) replaced by its class bin's value, in ``p``'s storage."""
         flat = self._flat_bins(prepared, p)
         return torch.index_select(prepared["value"], 0, flat.reshape(-1), out=p.view(-1)).view(p.shape)
 
@@ -261,10 +240,17 @@ def _isotonic_steps(x_sorted: np.ndarray, x_pos: np.ndarray) -> tuple[np.ndarray
 
 
 class Isotonic(_OneVsRest):
+    """Isotonic regression
+
+    ``ir``: per class, the increasing isotonic regression of 1[y = k] on p_k, interpolated linearly between
+    its thresholds and clipped to the fitted range (as sklearn's); see the module docstring."""
+
     name, label, keeps_argmax = "ir", "Isotonic regression", False
 
     def fit(self, scores, labels, *, progress=None, cancel=None):
-        warnings = _fit_checks(scores, labels, self.label)
+        """({"x": thresholds, "y": their values, "offsets": (K + 1,) where each class's run starts}, warnings) for
+        ``scores`` (N, K) and ``labels`` (N,); x and y hold the K classes' runs one after the other."""
+        warnings = fit_checks(scores, labels, self.label)
         k = scores.shape[1]
         y = labels.cpu().numpy()
         order = np.argsort(y, kind="stable")
@@ -307,6 +293,8 @@ class Isotonic(_OneVsRest):
         return {"search": t(search), "x_lo": t(x_lo), "y_lo": t(y_lo), "slope": t(slope)}
 
     def map(self, prepared, p):
+        """(N, K): every entry of ``p`` (N, K) through its class's interpolated step function, in ``p``'s
+        storage."""
         pt = p.T.contiguous()
         seg = torch.searchsorted(prepared["search"], pt, side="left")
         out = pt.sub_(prepared["x_lo"].gather(1, seg))
@@ -314,167 +302,23 @@ class Isotonic(_OneVsRest):
         return p.copy_(out.T)
 
 
-# --- binary logistic calibrators ------------------------------------------------------------------------------
-
-def _newton_logistic(x: np.ndarray, t: np.ndarray, cancel, max_iter: int = 100) -> tuple[np.ndarray, bool]:
-    """Minimise mean[log(1 + e^eta) - t eta], eta = x @ w[:-1] + w[-1]; returns (w, converged)."""
-    n = x.shape[0]
-    a = np.column_stack([x, np.ones(n)])
-    w = np.zeros(a.shape[1])
-    w[-1] = math.log(t.mean() / (1 - t.mean()))
-    loss = lambda w_: float(np.mean(np.logaddexp(0.0, a @ w_) - t * (a @ w_)))
-    f = loss(w)
-    for _ in range(max_iter):
-        check_cancel(cancel)
-        eta = a @ w
-        g = a.T @ (expit(eta) - t) / n
-        h = (a * (expit(eta) * expit(-eta))[:, None]).T @ a / n
-        try:
-            step = np.linalg.solve(h, g)
-        except np.linalg.LinAlgError:
-            return w, False
-        if not np.all(np.isfinite(step)):
-            return w, False
-        alpha = 1.0
-        while True:
-            new = w - alpha * step
-            f_new = loss(new)
-            if f_new <= f - 1e-4 * alpha * float(g @ step) or alpha < 1e-12:
-                break
-            alpha *= 0.5
-        done = np.max(np.abs(alpha * step)) <= 1e-11 * (1.0 + np.max(np.abs(w)))
-        w, f = new, f_new
-        if done:
-            return w, bool(np.all(np.isfinite(w)))
-    return w, False
-
-
-def _separable(u: np.ndarray, y: np.ndarray) -> bool:
-    """Whether a threshold on ``u`` separates the classes (completely or quasi-completely)."""
-    u0, u1 = u[y == 0], u[y == 1]
-    return bool(u0.max() <= u1.min() or u1.max() <= u0.min())
-
-
-def _fit_binary(x: np.ndarray, y: np.ndarray, order: np.ndarray, *, smooth: bool, nonneg: bool, label: str,
-                cancel) -> tuple[np.ndarray, float, bool, list[str]]:
-    """Logistic regression of y on the columns of x (constant columns get coefficient 0); ``order`` is a score
-    monotone in every column, to detect separation. Returns (coefficients, intercept, smoothed, warnings)."""
-    n = y.shape[0]
-    n1 = int(y.sum())
-    if n1 in (0, n):
-        raise CalibviewError(f"{label} needs both classes in the fit split, but all {n} of its rows have "
-                             f"label {int(y[0])}.")
-    warnings: list[str] = []
-    keep = [j for j in range(x.shape[1]) if np.ptp(x[:, j]) > 0]
-    if not keep:
-        warnings.append(f"The {label} input is the same in every row of the fit split; it predicts the "
-                        f"class-1 frequency {n1 / n:.6g} everywhere.")
-    elif not smooth and _separable(order, y):
-        smooth = True
-        warnings.append(f"The fit split is separable by the score, so {label} has no maximum-likelihood fit; "
-                        "Platt's smoothed targets were used instead.")
-    t = y.astype(np.float64)
-    if smooth:
-        t = np.where(y == 1, (n1 + 1) / (n1 + 2), 1 / (n - n1 + 2))
-    while True:
-        w, ok = _newton_logistic(x[:, keep], t, cancel)
-        if not ok and not smooth:
-            smooth, t = True, np.where(y == 1, (n1 + 1) / (n1 + 2), 1 / (n - n1 + 2))
-            warnings.append(f"{label} did not converge (the fit split looks separable); Platt's smoothed "
-                            "targets were used instead.")
-            continue
-        if not ok:
-            raise CalibviewError(f"{label} did not converge on this fit split; try temperature scaling.")
-        neg = [j for j, wj in zip(keep, w[:-1]) if wj < 0] if nonneg else []
-        if not neg:
-            break
-        if len(keep) == 1:
-            warnings.append(f"{label}'s remaining coefficient came out negative; it was set to 0 (intercept only).")
-        keep = [j for j in keep if j != neg[0]]
-    coef = np.zeros(x.shape[1])
-    coef[keep] = w[:-1]
-    return coef, float(w[-1]), smooth, warnings
-
-
-def _log_odds(scores: torch.Tensor) -> torch.Tensor:
-    z = scores.to(torch.float64)
-    return torch.nan_to_num(z[:, 1] - z[:, 0], posinf=_S_CAP, neginf=-_S_CAP)
-
-
-def _binary_log_probs(eta: torch.Tensor) -> torch.Tensor:
-    return torch.stack([F.logsigmoid(-eta), F.logsigmoid(eta)], dim=1)
-
-
-class _BinaryLogistic(Method):
-    """A logistic map on features of the binary scores, fitted by converged NLL (Newton); subclasses give the
-    features, whether their coefficients must be >= 0, and the parameter names."""
-
-    binary_only, keeps_argmax = True, False
-    coef_names: tuple[str, ...] = ()
-    nonneg = False
-
-    def __init__(self, smooth_targets: bool = False):
-        self.smooth_targets = smooth_targets
-
-    def features(self, scores: torch.Tensor) -> torch.Tensor:
-        raise NotImplementedError
-
-    def fit(self, scores, labels, *, progress=None, cancel=None, smooth_targets: Optional[bool] = None):
-        smooth = self.smooth_targets if smooth_targets is None else bool(smooth_targets)
-        warnings = _fit_checks(scores, labels, self.label)
-        y = labels.cpu().numpy().astype(np.int64)
-        x = self.features(scores).cpu().numpy()
-        coef, c, smoothed, w = _fit_binary(x, y, x[:, 0], smooth=smooth, nonneg=self.nonneg, label=self.label,
-                                          cancel=cancel)
-        params = {name: float(v) for name, v in zip(self.coef_names, coef)}
-        report(progress, 1.0, f"{self.label}: " + ", ".join(f"{k} = {v:.6g}" for k, v in params.items())
-               + f", c = {c:.6g}")
-        return {**params, "c": c, "smooth_targets": smoothed}, tuple(warnings + w)
-
-    def apply(self, params, scores):
-        x = self.features(scores)
-        eta = float(params["c"]) + sum(float(params[name]) * x[:, j] for j, name in enumerate(self.coef_names))
-        return _binary_log_probs(eta)
-
-
-class Platt(_BinaryLogistic):
-    """Platt scaling: sigmoid(a s + c) on the log-odds s = z_1 - z_0."""
-
-    name, label = "platt", "Platt scaling"
-    coef_names = ("a",)
-
-    def features(self, scores):
-        return _log_odds(scores)[:, None]
-
-
-def _beta_features(scores: torch.Tensor) -> torch.Tensor:
-    """(N, 2): ln p and -ln(1 - p) of class 1, p clipped to [eps, 1 - eps] (betacal)."""
-    lp = log_probabilities(scores).clamp(*_LOG_CLIP)
-    return torch.stack([lp[:, 1], -lp[:, 0]], dim=1)
-
-
-class Beta(_BinaryLogistic):
-    """Beta calibration (Kull et al. 2017): sigmoid(a ln p + b (-ln(1 - p)) + c), a, b >= 0."""
-
-    name, label = "beta", "Beta calibration"
-    coef_names = ("a", "b")
-    nonneg = True
-
-    def features(self, scores):
-        return _beta_features(scores)
-
-
 # --- the MRR baseline -----------------------------------------------------------------------------------------
 
 class MRR(Method):
+    """MRR baseline
+
+    ``mrr``: the arg-max class gets the fit-split accuracy, the others share the rest equally."""
+
     # not promised for every fit: the top class keeps the most probability only while the fit accuracy > 1/K
     name, label, keeps_argmax = "mrr", "MRR baseline", False
 
     def keeps_argmax_with(self, params, k):
+        """True while the fitted accuracy is above 1/K."""
         return float(params["accuracy"]) > 1.0 / k
 
     def fit(self, scores, labels, *, progress=None, cancel=None):
-        warnings = _fit_checks(scores, labels, self.label)
+        """({"accuracy": the fit split's top-1 accuracy, a fraction}, warnings) for ``scores`` (N, K), K >= 2."""
+        warnings = fit_checks(scores, labels, self.label)
         n, k = scores.shape
         if k < 2:
             raise CalibviewError("The MRR baseline needs at least 2 classes.")
@@ -495,15 +339,10 @@ class MRR(Method):
         return {"accuracy": acc}, tuple(warnings)
 
     def apply(self, params, scores):
+        """(N, K) float64 log-probabilities: log(acc) at each row's arg-max, log((1 - acc) / (K - 1)) elsewhere."""
         n, k = scores.shape
         acc = float(params["accuracy"])
         log = lambda v: math.log(v) if v > 0 else -math.inf
         out = torch.full((n, k), log((1.0 - acc) / (k - 1)), dtype=torch.float64, device=scores.device)
         return out.scatter_(1, scores.argmax(dim=1, keepdim=True), log(acc))
 
-
-register(HistogramBinning())
-register(Isotonic())
-register(Platt())
-register(Beta())
-register(MRR())

@@ -1,4 +1,4 @@
-"""Which calibrator of a calibrators.json ``apply`` may use on a run (issue 12, item 3).
+"""Which calibrator of a calibrators.json ``apply`` may use on a run, and the fields every record carries.
 
 A report's calibrators.json is a list of records, each stamped ``"schema": "calibview.calibrators/1"`` (files
 written before the schema existed are accepted with a warning); a single calibrator's JSON (``Fitted.to_json``) is
@@ -111,7 +111,8 @@ def _check_target(path: str, record: Mapping, run) -> None:
 
 
 def record_fields(run) -> dict:
-    """What calibrators_json stamps on every record: the schema and the run's class names (if any)."""
+    """What :func:`calibview.core.reports.tables.calibrators_json` stamps on every record of ``run`` (a RunInfo):
+    the schema and the run's class names (if any)."""
     out: dict = {"schema": SCHEMA}
     if run.class_names is not None:
         out["class_names"] = list(run.class_names)

@@ -48,7 +48,7 @@ def test_temperature_on_real_cifar_logits_matches_brute_force_and_sources(demo_f
     z, y = torch.from_numpy(d.scores.copy()), torch.from_numpy(d.labels.copy())
     t = calib.fit("ts", z, y).params["temperature"]
     assert t == pytest.approx(_brute_force_temperature(z, y)[0], rel=1e-6)
-    assert round(t, 3) == 1.171          # SOURCES.md: T ~ 1.171 when fitted by val NLL
+    assert round(t, 3) == 1.171          # calibview/resources/DEMO_SOURCES.md: T ~ 1.171 when fitted by val NLL
 
 
 def test_ts_keeps_argmax_and_outputs_normalised_log_probs():

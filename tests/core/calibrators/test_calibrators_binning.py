@@ -11,7 +11,7 @@ from sklearn.isotonic import IsotonicRegression
 from sklearn.linear_model import LogisticRegression
 
 from calibview.core import calibrators as calib
-from calibview.core.calibrators import binning as cb   # registers hb, ir, platt, beta, mrr
+from calibview.core.calibrators import binning as cb
 from calibview.core.errors import Cancelled, CalibviewError
 from calibview.core.stats.metrics import sample_stats
 
@@ -105,7 +105,7 @@ def test_hb_maps_equal_netcal(k, bins, n):
     z, y = _logits(n, k, 2, 2.0)
     z_eval, _ = _logits(3000, k, 3, 2.5)
     fitted = calib.fit("hb", z, y) if bins == 15 else \
-        calib.Fitted("hb", k, *cb.get("hb").fit(z, y, bins=bins))
+        calib.Fitted("hb", k, *calib.get("hb").fit(z, y, bins=bins))
     p_fit, p_eval = cb.probabilities(z).numpy(), cb.probabilities(z_eval).numpy()
     on_edge = np.isin(p_fit, np.linspace(0, 1, bins + 1)[1:-1])
     assert not on_edge.any()                 # netcal counts lo <= p < hi at fit, lo < p <= hi at transform
@@ -139,7 +139,7 @@ def test_hb_all_zero_row_falls_back_to_uncalibrated_where_netcal_returns_nan():
     pytest.importorskip("netcal")
     p_fit = cb.probabilities(z).numpy()
     ref = _netcal_hb(p_fit, y.numpy(), cb.probabilities(z_eval).numpy(), 15, False)
-    assert np.isnan(ref[0]).all()                  # netcal issue #56
+    assert np.isnan(ref[0]).all()                  # netcal divides the all-zero row by 0
     np.testing.assert_allclose(out[1].exp().numpy(), ref[1], atol=1e-12)
 
 
@@ -170,7 +170,7 @@ def test_hb_uniform_bins_follow_equal_width_bin_on_edges():
     p1 = np.array([0.0, edges[1], edges[1] + 1e-12, edges[3], 0.5, 1.0, 1e-300])
     z = _from_probs(np.stack([1 - p1, p1], 1))
     y = torch.tensor([1, 0, 1, 1, 0, 1, 0])
-    params, _ = cb.get("hb").fit(z, y, bins=5)
+    params, _ = calib.get("hb").fit(z, y, bins=5)
     bins = equal_width_bin(cb.probabilities(z).numpy()[:, 1], 5)
     value = np.asarray(params["value"])[1]
     for b in range(5):
@@ -181,7 +181,7 @@ def test_hb_uniform_bins_follow_equal_width_bin_on_edges():
 
 def test_hb_quantile_edges_and_means_by_hand():
     z, y = _logits(1000, 4, 5, 2.0)
-    params, warns = cb.get("hb").fit(z, y, bins=7, strategy="quantile")
+    params, warns = calib.get("hb").fit(z, y, bins=7, strategy="quantile")
     fitted = calib.Fitted("hb", 4, params, warns)
     p = cb.probabilities(z).numpy()
     edges, value = np.asarray(params["edges"]), np.asarray(params["value"])
@@ -202,9 +202,9 @@ def test_hb_quantile_edges_and_means_by_hand():
 def test_hb_options_are_checked():
     z, y = _logits(50, 3, 0)
     with pytest.raises(CalibviewError, match="at least 1 bin"):
-        cb.get("hb").fit(z, y, bins=0)
+        calib.get("hb").fit(z, y, bins=0)
     with pytest.raises(CalibviewError, match="uniform or quantile"):
-        cb.get("hb").fit(z, y, strategy="kmeans")
+        calib.get("hb").fit(z, y, strategy="kmeans")
 
 
 # --- Platt and beta ---------------------------------------------------------------------------------------------
@@ -239,7 +239,7 @@ def test_platt_equals_sklearn_unregularised(seed, a):
 
 def test_platt_smoothed_targets_equal_weighted_sklearn():
     z, y = _binary(400, 4)
-    params, _ = cb.get("platt").fit(z, y, smooth_targets=True)
+    params, _ = calib.get("platt").fit(z, y, smooth_targets=True)
     n1 = int(y.sum())
     t = np.where(y.numpy() == 1, (n1 + 1) / (n1 + 2), 1 / (400 - n1 + 2))
     s = (z[:, 1] - z[:, 0]).numpy()[:, None]
@@ -470,7 +470,7 @@ def test_json_round_trip_chunks_and_normalised_rows(name):
 
 def test_quantile_hb_round_trips():
     z, y = _logits(3000, 6, 17)
-    fitted = calib.Fitted("hb", 6, *cb.get("hb").fit(z, y, strategy="quantile", bins=10))
+    fitted = calib.Fitted("hb", 6, *calib.get("hb").fit(z, y, strategy="quantile", bins=10))
     z_eval, _ = _logits(5000, 6, 18, 3.0)
     whole = fitted.apply(z_eval)
     _valid_rows(whole)

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from scipy.optimize import minimize
 
-import calibview.core.calibrators.scaling as cs  # registers vs, ms, dirichlet
+import calibview.core.calibrators.scaling as cs
 from calibview.core import calibrators as calib
 from calibview.core.errors import CalibviewError, Cancelled
 

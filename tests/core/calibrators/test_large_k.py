@@ -1,5 +1,5 @@
-"""Calibrators at large K (issue 9, "Scale with K"): vector scaling stays well posed when most classes are absent
-from the fit split, and every fit chunks the rows of an (N, K) matrix by metrics.chunk_rows(K)."""
+"""Calibrators at large K: vector scaling stays well posed when most classes are absent from the fit split, and
+every fit chunks the rows of an (N, K) matrix by metrics.chunk_rows(K)."""
 
 import numpy as np
 import pytest
