@@ -75,6 +75,7 @@ class LRUCache:
         return key in self._items
 
     def get(self, key: Hashable, default: Any = None) -> Any:
+        """The value stored under ``key`` (now the most recently used), or ``default``."""
         with self._lock:
             item = self._items.get(key)
             if item is None:
@@ -100,10 +101,12 @@ class LRUCache:
         return value
 
     def get_or_build(self, key: Hashable, build: Callable[[], Any]) -> Any:
+        """The value under ``key``; on a miss, ``build()`` stored under it (see :meth:`put`) and returned."""
         value = self.get(key, _MISSING)
         return self.put(key, build()) if value is _MISSING else value
 
     def forget(self, predicate: Callable[[Hashable], bool]) -> int:
+        """Drop every entry whose key satisfies ``predicate``; returns how many were dropped."""
         with self._lock:
             doomed = [k for k in self._items if predicate(k)]
             for k in doomed:
@@ -115,6 +118,7 @@ class LRUCache:
         return self.forget(lambda k: isinstance(k, tuple) and len(k) > 2 and k[1] == file and k[2] != identity)
 
     def clear(self) -> None:
+        """Drop every entry."""
         with self._lock:
             self._items.clear()
             self.size = 0

@@ -2,9 +2,9 @@
 vectors), every metric with its paired bootstrap difference to a reference run.
 
 Pairing: the engine's resamples of an evaluation split depend on (N, K, n_boot, seed) only
-(:meth:`calibview.core.evaluation.engine.Engine.resamples`), so runs with the same N, K and label vector (the same test set
-in the same order) are resampled by the same draws: resample r of run A and resample r of the reference hold the
-same samples. The interval of a difference is the percentile interval of ``metric(A on r) - metric(reference on
+(:meth:`calibview.core.evaluation.engine.Engine.resamples`), so runs with the same N, K and label vector (the same
+test set in the same order) are resampled by the same draws: resample r of run A and resample r of the reference
+hold the same samples. The interval of a difference is the percentile interval of ``metric(A on r) - metric(reference on
 r)`` over the resamples (:func:`calibview.core.stats.deltas.paired_difference`, as a slice against its whole split),
 computed from the distributions the engine keeps for every interval (:meth:`Engine.distributions`: nothing is
 resampled twice). A difference whose interval excludes 0 is *significant* (marked). Calibrator ``c`` of a run is
@@ -22,27 +22,19 @@ from typing import Callable, Optional, Sequence
 
 import numpy as np
 
+from calibview.core.io import discovery
 from calibview.core.io import logits as lg
+from calibview.core.io import schema
 from calibview.core.io import shards
 from calibview.core.stats.deltas import delta_columns, paired_difference, reference_columns
 from calibview.core.errors import CalibviewError, report
-from calibview.core.evaluation.request import EvalRequest, Evaluation, check_request
-from calibview.core.stats.metrics import METRIC_NAMES
+from calibview.core.evaluation.records import metrics_rows
+from calibview.core.evaluation.request import EvalRequest, check_request, default_splits
+from calibview.core.evaluation.results import Evaluation
 
 REFUSAL = "paired differences need the same samples"
 #: the settings every compared request must share (the resamples and what each interval means)
 SHARED = ("eval_split", "n_boot", "seed", "level", "bins", "bandwidth", "kernel")
-
-
-def compare_columns() -> list[str]:
-    """compare.csv: the columns of metrics.csv, ``reference``, then per metric ``delta_<m>``, ``delta_<m>_lo``,
-    ``delta_<m>_hi`` and ``significant_<m>``."""
-    from calibview.core.reports.tables import metric_columns
-
-    cols = metric_columns() + ["reference"]
-    for m in METRIC_NAMES:
-        cols += [f"delta_{m}", f"delta_{m}_lo", f"delta_{m}_hi", f"significant_{m}"]
-    return cols
 
 
 @dataclass(frozen=True)
@@ -64,6 +56,7 @@ class Comparison:
 
     @property
     def reference_run(self) -> str:
+        """The name of the reference run."""
         return self.evaluations[self.reference].run.name
 
     def row(self, run: str, calibrator: str, file: Optional[str] = None) -> dict:
@@ -72,21 +65,21 @@ class Comparison:
                     and file in (None, r["file"]))
 
 
-def read_labels(file: str, run: lg.RunInfo, split: str) -> np.ndarray:
+def read_labels(file: str, run: schema.RunInfo, split: str) -> np.ndarray:
     """The (N,) label vector of a split (of every shard of a pattern, in order): labels only, no scores."""
     files = shards.expand(file) if shards.is_pattern(file) else [file]
     parts = []
     for f in files:
-        with lg._open(lg._abspath(f)) as h5:
+        with schema.open_file(schema.abspath(f)) as h5:
             ds = h5[run.split(split).labels_path] if len(files) == 1 else \
-                h5[lg.find_run(lg.list_runs(f), run.name).split(split).labels_path]
+                h5[discovery.find_run(discovery.list_runs(f), run.name).split(split).labels_path]
             out = np.empty(ds.shape[0], np.int64)
-            lg._read_labels(ds, out, 0, ds.shape[0], f)
+            lg.read_labels(ds, out, 0, ds.shape[0], f)
             parts.append(out)
     return np.concatenate(parts)
 
 
-def check_comparable(requests: Sequence[EvalRequest]) -> list[lg.RunInfo]:
+def check_comparable(requests: Sequence[EvalRequest]) -> list[schema.RunInfo]:
     """The runs of ``requests`` when they can be compared; else a CalibviewError of one sentence. Reads the label
     vectors only."""
     if len(requests) < 2:
@@ -100,7 +93,8 @@ def check_comparable(requests: Sequence[EvalRequest]) -> list[lg.RunInfo]:
                 raise CalibviewError(f"Runs {first.run} and {req.run} are evaluated with different {field} "
                                      f"({getattr(first, field)!r}, {getattr(req, field)!r}); compared runs share "
                                      f"one setting.")
-    runs = [lg.find_run((shards if shards.is_pattern(r.file) else lg).list_runs(r.file), r.run) for r in requests]
+    runs = [discovery.find_run((shards if shards.is_pattern(r.file) else discovery).list_runs(r.file), r.run)
+            for r in requests]
     keys = [(r.file, run.name) for r, run in zip(requests, runs)]
     if len(set(keys)) < len(keys):
         twice = next(k[1] for i, k in enumerate(keys) if k in keys[:i])
@@ -120,7 +114,7 @@ def check_comparable(requests: Sequence[EvalRequest]) -> list[lg.RunInfo]:
     return runs
 
 
-def refusal(ref: lg.RunInfo, run: lg.RunInfo, split: str) -> Optional[str]:
+def refusal(ref: schema.RunInfo, run: schema.RunInfo, split: str) -> Optional[str]:
     """Why ``run`` cannot be compared with ``ref`` on eval split ``split`` from their metadata alone (dataset,
     split, N, K), as one sentence; None when the metadata allows it (the labels are checked by
     :func:`check_comparable`)."""
@@ -166,8 +160,6 @@ def compare_rows(evaluations: Sequence[Evaluation], distributions: Sequence[dict
     (these two not in compare.csv) and the paired delta columns
     (:func:`calibview.core.stats.deltas.delta_columns`); ``distributions[i]`` is calibrator -> metric -> (n_boot,) of
     evaluation i (:meth:`Engine.distributions`). The reference's own rows have delta 0 and no interval."""
-    from calibview.core.reports.tables import metrics_rows
-
     ref = evaluations[reference]
     rows = []
     for i, ev in enumerate(evaluations):
@@ -192,24 +184,14 @@ def compare_rows(evaluations: Sequence[Evaluation], distributions: Sequence[dict
     return rows
 
 
-def compare_csv(rows: Sequence[dict]) -> str:
-    """compare.csv: floats round-trip (a missing interval is empty), marks are true/false (empty without an
-    interval)."""
-    from calibview.core.reports.tables import table_csv
-
-    return table_csv(rows, compare_columns())
-
-
 def requests_for(base: EvalRequest, runs: Sequence[str]) -> list[EvalRequest]:
     """The request of each run (by name, in ``base``'s file): ``base`` with another run."""
     return [replace(base, run=r) for r in runs]
 
 
-def requests_with(base: EvalRequest, runs: Sequence[lg.RunInfo]) -> tuple[EvalRequest, ...]:
+def requests_with(base: EvalRequest, runs: Sequence[schema.RunInfo]) -> tuple[EvalRequest, ...]:
     """``base`` (the reference) and one request per run (any open file): the same settings, each run fitted on
     ``base``'s fit split when it has one of that name, else on its own default (uncalibrated without one)."""
-    from calibview.core.evaluation.request import default_splits
-
     out = [base]
     for run in runs:
         fit = base.fit_split if base.fit_split in run.split_names else \
@@ -219,6 +201,7 @@ def requests_with(base: EvalRequest, runs: Sequence[lg.RunInfo]) -> tuple[EvalRe
     return tuple(out)
 
 
-def candidates(runs: Sequence[lg.RunInfo], ref: lg.RunInfo, split: str) -> list[tuple[lg.RunInfo, Optional[str]]]:
+def candidates(runs: Sequence[schema.RunInfo], ref: schema.RunInfo, split: str
+               ) -> list[tuple[schema.RunInfo, Optional[str]]]:
     """Every run of ``runs`` but ``ref``, with :func:`refusal`'s reason not to compare it (None: it may be)."""
     return [(r, refusal(ref, r, split)) for r in runs if (r.file, r.name) != (ref.file, ref.name)]

@@ -13,20 +13,10 @@ from __future__ import annotations
 from typing import Callable, Optional, Sequence
 
 
-from calibview.core.stats.deltas import delta_columns, independent_difference, reference_columns  # noqa: F401 (public here)
-from calibview.core.evaluation.request import Evaluation
+from calibview.core.stats.deltas import (delta_columns, independent_difference,  # noqa: F401 (public here)
+                                        reference_columns)
+from calibview.core.evaluation.results import Evaluation
 from calibview.core.stats.metrics import METRIC_NAMES
-
-ID_COLUMNS = ("model", "dataset", "calibrator", "fit_split", "eval_split", "reference_split", "n",
-              "bins", "bandwidth", "kernel")
-
-
-def domain_columns() -> list[str]:
-    cols = list(ID_COLUMNS)
-    for m in METRIC_NAMES:
-        cols += [m, f"{m}_lo", f"{m}_hi", f"delta_{m}", f"delta_{m}_lo", f"delta_{m}_hi"]
-    return cols
-
 
 def _groups(evaluations: Sequence[Evaluation]) -> list[list[Evaluation]]:
     """Evaluations of one run, fit split and setting, one per eval split (in the order given)."""
@@ -71,9 +61,3 @@ def domain_rows(evaluations: Sequence[Evaluation],
                         lambda d, ref, req=req: independent_difference(d, ref, req.level, req.seed)))
                 rows.append(row)
     return rows
-
-
-def domains_csv(rows: Sequence[dict]) -> str:
-    from calibview.core.reports.tables import table_csv       # one spelling of numbers in every CSV
-
-    return table_csv(rows, domain_columns())

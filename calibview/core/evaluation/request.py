@@ -1,26 +1,25 @@
-"""What an evaluation is asked and what it returns: :class:`EvalRequest` in, immutable :class:`Evaluation` out.
+"""What an evaluation is asked: :class:`EvalRequest` and its validation (:func:`check_request`), the settings of
+an ablation (:class:`Setting`), the default splits of a run, the device and the scores as the calibrators see them.
 
-``evaluate(request, *, progress, cancel)`` runs one request through a fresh :class:`calibview.core.evaluation.engine.Engine`
-(no cache kept); the window and the CLI keep an engine of their own so that what did not change is not computed
-again. Progress goes to ``progress(fraction, message)``, ``cancel`` is checked between chunks of work, and CUDA is
-used when available (``device="auto"``) with the same float64 accumulation as on the CPU.
+The engine (:mod:`calibview.core.evaluation.engine`) turns a request into the immutable results of
+:mod:`calibview.core.evaluation.results`; ``engine.evaluate(request)`` runs one request through a fresh engine.
 """
 
 from __future__ import annotations
 
-import threading
+import itertools
 import warnings
-from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional, Sequence, Union
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 import torch
 
 from calibview.core import calibrators as calib
-from calibview.core.io import logits as lg
+from calibview.core.io import schema
 from calibview.core.stats import smoothing
-from calibview.core.errors import CalibviewError
-from calibview.core.stats.metrics import BinTable, resolve_bins
+from calibview.core.errors import CalibviewError, ParameterError
+from calibview.core.stats.metrics import resolve_bins
 
 KERNELS = ("gaussian", "epanechnikov")
 
@@ -49,63 +48,24 @@ class EvalRequest:
     options: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()
 
     def options_for(self, name: str) -> dict:
+        """The constructor options given for calibrator ``name`` (empty when none were)."""
         return {k: v for n, opts in self.options if n == name for k, v in opts}
 
 
 @dataclass(frozen=True)
-class Estimate:
-    value: float
-    lo: float
-    hi: float
+class Setting:
+    """One (bins, bandwidth, kernel) of an ablation; ``bins`` may be "auto"."""
+
+    bins: int | str
+    bandwidth: float
+    kernel: str
 
 
-@dataclass(frozen=True)
-class CalibratorResult:
-    """Everything shown for one calibrator on the evaluation split (arrays are read-only)."""
-
-    name: str
-    label: str
-    fitted: calib.Fitted
-    metrics: Mapping[str, Estimate]
-    bins: BinTable                      # equal-width reliability bins of the evaluation split
-    bin_acc_lo: np.ndarray              # Wilson 95 % interval of each bin's accuracy
-    bin_acc_hi: np.ndarray
-    stats: smoothing.BinnedStats        # sufficient statistics for the calibration-sharpness diagram
-    per_class_ece: np.ndarray           # (K,)
-    per_class_accuracy: np.ndarray      # (K,) accuracy on the samples of each true class
-    per_class_count: np.ndarray         # (K,)
-    smece_sigma: float
-    argmax_changed: float               # fraction of evaluation samples whose arg-max the calibrator moved
-    warnings: tuple[str, ...] = ()
-
-    def curve(self, bandwidth: float, kernel: str = "gaussian") -> smoothing.SharpnessCurve:
-        """The calibration-sharpness curve at any bandwidth: O(grid), never touches the samples again."""
-        return smoothing.sharpness_curve(self.stats, bandwidth, kernel)
-
-
-
-@dataclass(frozen=True)
-class Evaluation:
-    request: EvalRequest
-    run: lg.RunInfo
-    n_eval: int
-    n_fit: int
-    k: int
-    n_bins: int
-    device: str
-    results: tuple[CalibratorResult, ...]
-    elapsed_s: float
-    timings: Mapping[str, float] = field(default_factory=dict)
-    #: what this request recomputed (calibview.core.evaluation.engine.Counters); None outside the engine
-    counters: Any = None
-    #: True for a progressive partial result: point estimates and curves, intervals not yet computed (NaN)
-    pending: bool = False
-
-    def result(self, name: str) -> CalibratorResult:
-        for r in self.results:
-            if r.name == name:
-                return r
-        raise KeyError(name)
+def settings_of(req: EvalRequest, bins: Sequence = (), bandwidths: Sequence = (), kernels: Sequence = ()
+                ) -> list[Setting]:
+    """Every combination of the given lists (each defaulting to the request's single value), bins outermost."""
+    return [Setting(b, float(h), k) for b, h, k in itertools.product(bins or [req.bins], bandwidths or
+                                                                     [req.bandwidth], kernels or [req.kernel])]
 
 
 def resolve_device(device: str) -> torch.device:
@@ -114,8 +74,8 @@ def resolve_device(device: str) -> torch.device:
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if device.startswith("cuda") and not torch.cuda.is_available():
-        raise CalibviewError("--device cuda was requested but torch sees no CUDA GPU on this machine; "
-                             "use --device cpu or auto.")
+        raise ParameterError("device=cuda was requested but torch sees no CUDA GPU on this machine; "
+                             "use device=cpu or auto.", "device")
     if device not in ("cpu",) and not device.startswith("cuda"):
         raise CalibviewError(f"Unknown device {device!r}; use cpu, cuda or auto.")
     return torch.device(device)
@@ -146,21 +106,10 @@ def check_request(req: EvalRequest) -> None:
     for name in req.calibrators:
         calib.configured(name, req.options_for(name))        # unknown names and bad options fail early
     if any(c != "none" for c in req.calibrators) and not req.fit_split:
-        raise CalibviewError("Calibrators other than 'none' need a fit split (--fit-split).")
+        raise ParameterError("Calibrators other than 'none' need a fit split (fit_split).", "fit_split")
 
 
-def evaluate(req: EvalRequest, *, progress=None, cancel: Optional[threading.Event] = None,
-             on_partial=None) -> Evaluation:
-    """Fit every requested calibrator on the fit split and score it on the evaluation split, with no cache kept.
-
-    A split that would take more than ``req.max_memory`` bytes in memory is streamed from disk instead of loaded
-    (see :mod:`calibview.core.io.stream`); the numbers are the same either way."""
-    from calibview.core.evaluation.engine import Engine          # the engine builds on this module's types
-
-    return Engine().evaluate(req, progress=progress, cancel=cancel, on_partial=on_partial)
-
-
-def default_splits(run: lg.RunInfo, eval_split: Optional[str] = None) -> tuple[Optional[str], str]:
+def default_splits(run: schema.RunInfo, eval_split: Optional[str] = None) -> tuple[Optional[str], str]:
     """(fit split, evaluation split) when the user names none: evaluate on "test" (else the last split), fit on
     "val" (else the first other split, else None: nothing to fit on)."""
     names = [s.name for s in run.splits]
@@ -169,7 +118,7 @@ def default_splits(run: lg.RunInfo, eval_split: Optional[str] = None) -> tuple[O
     return ("val" if "val" in others else (others[0] if others else None)), eval_split
 
 
-def scores_tensor(data: lg.SplitData, device: torch.device | str = "cpu") -> torch.Tensor:
+def scores_tensor(data: schema.SplitData, device: torch.device | str = "cpu") -> torch.Tensor:
     """Logits as stored; probabilities become log-probabilities (log 0 = -inf), so calibrators see one kind."""
     with warnings.catch_warnings():
         # The arrays are read-only on purpose; torch warns about that, but nothing here writes to them.
@@ -181,4 +130,6 @@ def scores_tensor(data: lg.SplitData, device: torch.device | str = "cpu") -> tor
 
 
 def quick_request(file: str, run: str, calibrators: Sequence[str] = ("none", "ts"), **kw) -> EvalRequest:
+    """A request for ``run`` of ``file`` with the given calibrators; every other field from ``kw`` or its
+    default."""
     return EvalRequest(file=str(file), run=run, calibrators=tuple(calibrators), **kw)

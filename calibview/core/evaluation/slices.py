@@ -32,16 +32,18 @@ import numpy as np
 import torch
 
 from calibview.core.stats import auroc as au
+from calibview.core.io import discovery
 from calibview.core.io import logits as lg
+from calibview.core.io import schema
 from calibview.core.io import shards, stream
-from calibview.core.stats.bootstrap import ClasswiseBootstrap, ResampleBlock, Resampler, SampleBootstrap, mixed_classes, \
-    percentile_interval
+from calibview.core.stats.bootstrap import ClasswiseBootstrap, SampleBootstrap, mixed_classes
+from calibview.core.stats.resampling import ResampleBlock, Resampler, percentile_interval
 from calibview.core.stats.deltas import delta_columns, paired_difference
-from calibview.core.errors import CalibviewError, check_cancel, report
+from calibview.core.errors import CalibviewError, ParameterError, check_cancel, report
+from calibview.core.evaluation.records import setting_fields
 from calibview.core.evaluation.request import EvalRequest, check_request, resolve_device, scores_tensor
 from calibview.core.stats.metrics import METRIC_NAMES, SampleStats, StatsAccumulator, chunk_rows, resolve_bins
 from calibview.core.stats.points import compute_part, resample_part
-from calibview.core.reports.tables import settings_of
 
 log = logging.getLogger("calibview")
 
@@ -64,6 +66,7 @@ class Slice:
 
     @property
     def n(self) -> int:
+        """The number of samples in the slice."""
         return int(self.rows.shape[0])
 
 
@@ -72,7 +75,7 @@ class SliceEvaluation:
     """The result of :func:`evaluate_slices`: ``records`` are the flat dicts of ``calibview slices --json``."""
 
     request: EvalRequest
-    run: lg.RunInfo
+    run: schema.RunInfo
     column: str
     slices: tuple[Slice, ...]            # the slices of the column, without the whole split
     records: tuple[dict, ...]            # per calibrator: the whole split (slice None), then each slice
@@ -91,7 +94,7 @@ def slice_codes(values, *, slice_bins: int = 4) -> tuple[tuple[str, ...], np.nda
     if v.ndim != 1:
         raise CalibviewError(f"A slice column must be 1-D, not of shape {v.shape}.")
     if not (isinstance(slice_bins, (int, np.integer)) and slice_bins >= 1):
-        raise CalibviewError(f"--slice-bins must be a whole number >= 1, not {slice_bins!r}.")
+        raise ParameterError(f"slice_bins must be a whole number >= 1, not {slice_bins!r}.", "slice_bins")
     if v.dtype.kind != "f":
         uniq, codes = np.unique(v.astype(str) if v.dtype.kind in "OSU" else v, return_inverse=True)
         return tuple(str(u) for u in uniq.tolist()), codes.astype(np.int64).reshape(-1)
@@ -138,9 +141,8 @@ def evaluate_slices(engine, req: EvalRequest, by: str, *, slice_bins: int = 4, m
     samples; slices below ``min_slice`` are named in a warning on the ``calibview`` logger."""
     check_request(req)
     if not (isinstance(min_slice, (int, np.integer)) and min_slice >= 1):
-        raise CalibviewError(f"--min-slice must be a whole number >= 1, not {min_slice!r}.")
-    source = shards if shards.is_pattern(req.file) else lg
-    run = lg.find_run(source.list_runs(req.file), req.run)
+        raise ParameterError(f"min_slice must be a whole number >= 1, not {min_slice!r}.", "min_slice")
+    run = discovery.find_run((shards if shards.is_pattern(req.file) else discovery).list_runs(req.file), req.run)
     info = run.split(req.eval_split)
     names = codes = None
     if by != BY_CLASS:
@@ -221,7 +223,7 @@ def _span(progress, lo: float, hi: float):
     return None if progress is None else (lambda f, msg: progress(lo + (hi - lo) * f, msg))
 
 
-def _read_column(file: str, run: lg.RunInfo, split: str, column: str) -> np.ndarray:
+def _read_column(file: str, run: schema.RunInfo, split: str, column: str) -> np.ndarray:
     """The column of one file, or of every shard of a pattern in order (each validated on its own)."""
     if not shards.is_pattern(file):
         return lg.read_meta(file, run, split, column)
@@ -455,7 +457,7 @@ def _record(req, run, by, name, s: Slice, values, dists, k, b, min_slice) -> dic
             rec[m], rec[f"{m}_lo"], rec[f"{m}_hi"] = float(own.get(m, np.nan)), lo, hi
         deltas = delta_columns(own, base, d_own or {}, d_base or {},
                                lambda d, ref: paired_difference(d, ref, req.level), metrics=METRIC_NAMES)
-    rec.update(settings_of(SimpleNamespace(request=req, n_eval=s.n, k=k, n_bins=b), name))
+    rec.update(setting_fields(SimpleNamespace(request=req, n_eval=s.n, k=k, n_bins=b), name))
     rec["slice_column"], rec["slice"] = by, s.name
     rec.update(deltas)
     lo, hi = rec["delta_ece_lo"], rec["delta_ece_hi"]
@@ -469,11 +471,3 @@ def _interval(values: np.ndarray, level: float) -> tuple[float, float]:
         return float("nan"), float("nan")
     iv = percentile_interval(values, level)
     return iv.lo, iv.hi
-
-
-def slices_csv(records) -> str:
-    """slices.csv: the columns of the records in order (those of metrics.csv, then slice_column, slice, the
-    deltas and flagged); floats round-trip, a missing interval is empty, the whole split's slice is empty."""
-    from calibview.core.reports.tables import table_csv
-
-    return table_csv(records, list(records[0]) if records else [])

@@ -1,5 +1,5 @@
-"""The acceptance check of issue 10 (``calibview check``): the seed's deployment checklist, re-computed on a split
-with the shipped calibrator and the config's settings.
+"""The acceptance check (``calibview check``): the deployment checklist, re-computed on a split with the shipped
+calibrator and the config's settings.
 
 Criteria (value with interval, limit, pass/fail; the point estimate is compared unless ``use_bound="upper"``):
 ECE; the worst per-class ECE (ECE of each true-class slice, classes below ``min_slice`` excluded); the gap between
@@ -18,16 +18,21 @@ from typing import Any, Mapping, Optional
 
 import numpy as np
 
-from calibview.core.io import logits as lg
+from calibview.core.io import schema
 from calibview.core.release import config as rel
 from calibview.core.release import stats as rs
 from calibview.core.evaluation.engine import Engine
-from calibview.core.evaluation.request import CalibratorResult, EvalRequest, Evaluation
+from calibview.core.evaluation.request import EvalRequest
+from calibview.core.evaluation.results import CalibratorResult, Evaluation
 from calibview.core.stats.metrics import SampleStats
 
 
 @dataclass(frozen=True)
 class Limits:
+    """The limits of the checklist: overall ECE, worst per-class ECE, the high-confidence gap at confidence
+    ``high_conf``, whether the point estimate or the interval's upper bound is compared, and the smallest class
+    slice counted."""
+
     max_ece: float = 0.03
     max_class_ece: float = 0.10
     max_high_conf_gap: float = 0.05
@@ -38,6 +43,9 @@ class Limits:
 
 @dataclass(frozen=True)
 class Criterion:
+    """One line of the checklist: its value with interval (``lo``, ``hi``; None for the integrity criteria),
+    the limit and whether it passed."""
+
     criterion: str
     value: Any                        # a number, or a word for the integrity criteria
     lo: Optional[float]
@@ -47,6 +55,7 @@ class Criterion:
     note: str = ""
 
     def record(self) -> dict:
+        """The JSON record: criterion, value, lo, hi, limit, passed (non-finite numbers as null)."""
         return {"criterion": self.criterion, "value": _num(self.value), "lo": _num(self.lo), "hi": _num(self.hi),
                 "limit": self.limit, "passed": self.passed}
 
@@ -66,6 +75,7 @@ class Checked:
 
     @property
     def result(self) -> CalibratorResult:
+        """The shipped calibrator's result in the evaluation."""
         return self.evaluation.result(self.name)
 
 
@@ -75,7 +85,7 @@ def _num(x: Any) -> Any:
     return x
 
 
-def request_for(config: Mapping[str, Any], info: lg.RunInfo, split: str, *, n_boot: Optional[int] = None,
+def request_for(config: Mapping[str, Any], info: schema.RunInfo, split: str, *, n_boot: Optional[int] = None,
                 device: str = "auto", calibrators: tuple = ()) -> EvalRequest:
     """The request that re-computes the config's numbers on ``split`` of ``info``'s file with its settings."""
     s = config["settings"]
@@ -186,7 +196,7 @@ def _bounded(name: str, value: float, lo: float, hi: float, limit: float, upper:
 
 
 def verdict(ece: float) -> str:
-    """The seed's ECE reading as one line."""
+    """The ECE and its reading (:func:`calibview.core.release.config.ece_reading`) as one line."""
     reading = rel.ece_reading(ece)
     return (f"ECE {100 * ece:.2f}%: {reading} (below 1% near-perfect, 1-5% acceptable, 5-10% watch, above 10% "
             f"must be recalibrated)")

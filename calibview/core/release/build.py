@@ -13,18 +13,24 @@ from dataclasses import dataclass, replace
 from typing import Optional, Sequence
 
 
-from calibview.core.io import logits as lg
+from calibview.core.io import discovery
 from calibview.core.release import config as rel
 from calibview.core.release import stats as rs
 from calibview.core.release.acceptance import Checked, Criterion, Limits, criteria, verdict
 from calibview.core.evaluation.engine import Engine
-from calibview.core.errors import CalibviewError
-from calibview.core.evaluation.request import EvalRequest, Evaluation
-from calibview.core.reports.tables import metrics_rows, table_csv
+from calibview.core.errors import CalibviewError, ParameterError
+from calibview.core.evaluation.request import EvalRequest
+from calibview.core.evaluation.results import Evaluation
+from calibview.core.evaluation.records import metrics_rows
+from calibview.core.reports.selective import DEFAULT_AUDIT
+from calibview.core.reports.tables import table_csv
 
 
 @dataclass(frozen=True)
 class Release:
+    """Everything the release material archives: the sealed config, the evaluation and its tables, the audit,
+    the risk-coverage curve, the slices, the acceptance checklist and the verdict."""
+
     config: dict
     evaluation: Evaluation                 # "none" (when another calibrator is shipped) and the shipped one
     name: str                              # the shipped calibrator's name in the evaluation
@@ -42,15 +48,19 @@ def build_release(engine: Engine, file: str, run: str, calibrator: str, fit_spli
                   threshold: Optional[float] = None, target_precision: Optional[float] = None, bins: int = 15,
                   bandwidth: float = 0.05, kernel: str = "gaussian", n_boot: int = 1000, seed: int = 0,
                   level: float = 0.95, device: str = "auto", by: Optional[str] = None, slice_bins: int = 4,
-                  min_slice: int = 30, audit_thresholds: Sequence[float] = rs.DEFAULT_AUDIT,
+                  min_slice: int = 30, audit_thresholds: Sequence[float] = DEFAULT_AUDIT,
                   limits: Limits = Limits(), progress=None, cancel: Optional[threading.Event] = None) -> Release:
-    info = lg.find_run(file, run)
+    """Fit ``calibrator`` on ``fit_split`` of ``run`` in ``file``, evaluate it (and ``none``) on ``eval_split``,
+    decide the thresholds (a fixed ``threshold`` or a ``target_precision``) on the fit split's calibrated scores
+    and gather the release material; nothing is written."""
+    info = discovery.find_run(file, run)
     info.split(eval_split)
     if calibrator != "none":
         info.split(fit_split)
         if fit_split == eval_split:
-            raise CalibviewError(f"--fit-split and --eval-split are both {fit_split!r}: a release is evaluated on "
-                                 f"data the calibrator was not fitted on; give a held-out --eval-split.")
+            raise ParameterError(f"fit_split and eval_split are both {fit_split!r}: a release is evaluated on "
+                                 f"data the calibrator was not fitted on; give a held-out eval_split.",
+                                 "fit_split", "eval_split")
     if calibrator == "none" and (threshold is not None or target_precision is not None):
         raise CalibviewError("Thresholds are decided on calibrated scores only; choose a --calibrator other than "
                              "none, or drop --threshold/--target-precision.")
@@ -96,6 +106,8 @@ def build_release(engine: Engine, file: str, run: str, calibrator: str, fit_spli
 
 
 def per_class_rows(ev: Evaluation, name: str, slices: list, thresholds: dict, stats) -> list[dict]:
+    """The rows of per_class.csv for calibrator ``name``: ``slices`` are its per-class slice records, ``stats``
+    its SampleStats on the evaluation split."""
     r = ev.result(name)
     outcome = rs.threshold_outcome(stats.conf, stats.pred, stats.correct, ev.k,
                                    thresholds.get("per_class") or [None] * ev.k)
@@ -134,6 +146,7 @@ def column_slices(engine: Engine, req: EvalRequest, by: str, min_slice: int, sli
 
 
 def criteria_json(rows: Sequence[Criterion]) -> list[dict]:
+    """The checklist as JSON records (:meth:`Criterion.record`)."""
     return [c.record() for c in rows]
 
 

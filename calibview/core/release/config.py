@@ -1,5 +1,5 @@
-"""The versioned inference config (issue 10, "Release"): what is shipped with the model weights, so that weights,
-calibrator and thresholds are versioned and rolled back together.
+"""The versioned inference config: what is shipped with the model weights, so that weights, calibrator and
+thresholds are versioned and rolled back together.
 
 ```
 {"schema": "calibview.inference-config/1", "model", "dataset", "class_names",
@@ -31,8 +31,11 @@ import h5py
 import numpy as np
 
 from calibview.core import calibrators as calib
+from calibview.core.io import discovery
 from calibview.core.io import logits as lg
-from calibview.core.errors import CalibviewError
+from calibview.core.io import schema
+from calibview.core.io import writer
+from calibview.core.errors import CalibviewError, ParameterError
 from calibview.core.stats.metrics import METRIC_NAMES
 
 SCHEMA = "calibview.inference-config/1"
@@ -47,12 +50,12 @@ HASH_ROWS_BYTES = 16 << 20
 
 # --- hashes ------------------------------------------------------------------------------------------------------
 
-def split_sha256(file: str | os.PathLike, run: str | lg.RunInfo, split: str,
+def split_sha256(file: str | os.PathLike, run: str | schema.RunInfo, split: str,
                  rows: Optional[np.ndarray] = None) -> str:
     """SHA-256 hex of the split's scores dataset (``logits`` or ``probs``) as stored (dtype and byte order of the
     file, C order), then of its ``labels`` dataset, read chunk by chunk. ``rows``: ascending row indices to hash
     instead of all rows (a half of a split, :func:`halves`)."""
-    info = lg.find_run(file, run) if isinstance(run, str) else run
+    info = discovery.find_run(file, run) if isinstance(run, str) else run
     split_info = info.split(split)
     h = hashlib.sha256()
     path = os.path.abspath(os.fspath(file))
@@ -86,16 +89,17 @@ def rows_of(spec: Optional[Mapping[str, Any]]) -> Optional[np.ndarray]:
     return fit if spec["part"] == "fit" else verify
 
 
-def write_subset(info: lg.RunInfo, parts: Mapping[str, np.ndarray], directory: str, source: str) -> lg.RunInfo:
+def write_subset(info: schema.RunInfo, parts: Mapping[str, np.ndarray], directory: str, source: str
+                 ) -> schema.RunInfo:
     """Write the rows ``parts[name]`` of split ``source`` of ``info`` as splits ``name`` of a new file in
     ``directory`` (uncompressed, same run name and class names) and return that run: how halves of a split are
     evaluated by the engine, which reads whole splits."""
     data = lg.read_split(info.file, info, source)
     path = os.path.join(directory, "subset.h5")
-    lg.write_splits(path, info.model, info.dataset,
-                    {name: (data.kind, data.scores[rows], data.labels[rows]) for name, rows in parts.items()},
-                    class_names=info.class_names, compression=None)
-    return lg.find_run(path, info.name)
+    writer.write_splits(path, info.model, info.dataset,
+                        {name: (data.kind, data.scores[rows], data.labels[rows]) for name, rows in parts.items()},
+                        class_names=info.class_names, compression=None)
+    return discovery.find_run(path, info.name)
 
 
 def disjoint_halves(a: Optional[Mapping[str, Any]], b: Optional[Mapping[str, Any]]) -> bool:
@@ -105,6 +109,8 @@ def disjoint_halves(a: Optional[Mapping[str, Any]], b: Optional[Mapping[str, Any
 
 
 def canonical_json(obj: Any) -> bytes:
+    """UTF-8 JSON with sorted keys and no spaces (non-finite numbers refused): the bytes ``config_sha256``
+    hashes."""
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False).encode("utf-8")
 
 
@@ -133,7 +139,7 @@ def metrics_of(row: Mapping[str, Any]) -> dict:
     return {key: row[key] for m in METRIC_NAMES for key in (m, f"{m}_lo", f"{m}_hi") if key in row}
 
 
-def build_config(run: lg.RunInfo, fitted: calib.Fitted, *, thresholds: Mapping[str, Any],
+def build_config(run: schema.RunInfo, fitted: calib.Fitted, *, thresholds: Mapping[str, Any],
                  provenance: Mapping[str, Any], settings: Mapping[str, Any], metrics: Mapping[str, Any],
                  parent: Optional[str] = None) -> dict:
     """The sealed config (``config_sha256`` set). ``provenance`` holds every PROVENANCE_KEYS entry but the
@@ -157,6 +163,7 @@ def build_config(run: lg.RunInfo, fitted: calib.Fitted, *, thresholds: Mapping[s
 
 
 def config_text(config: Mapping[str, Any]) -> str:
+    """The text of inference_config.json (indented JSON and a final newline)."""
     return json.dumps(config, indent=2, allow_nan=False) + "\n"
 
 
@@ -168,14 +175,15 @@ def decide_thresholds(conf: np.ndarray, pred: np.ndarray, correct: np.ndarray, k
     from calibview.core.release import stats as rs
 
     if threshold is not None and target_precision is not None:
-        raise CalibviewError("Give either --threshold or --target-precision, not both.")
+        raise ParameterError("Give either threshold or target_precision, not both.", "threshold", "target_precision")
     if threshold is not None:
         if not 0.0 <= threshold <= 1.0:
-            raise CalibviewError(f"--threshold must lie in [0, 1] (a calibrated confidence), not {threshold}.")
+            raise ParameterError(f"threshold must lie in [0, 1] (a calibrated confidence), not {threshold}.",
+                                 "threshold")
         return {"global": float(threshold), "per_class": None, "target_precision": None}
     if target_precision is not None:
         if not 0.0 < target_precision <= 1.0:
-            raise CalibviewError(f"--target-precision must lie in (0, 1], not {target_precision}.")
+            raise ParameterError(f"target_precision must lie in (0, 1], not {target_precision}.", "target_precision")
         return {"global": rs.global_threshold(conf, correct, target_precision),
                 "per_class": rs.per_class_thresholds(conf, pred, correct, k, target_precision),
                 "target_precision": float(target_precision)}
@@ -183,6 +191,7 @@ def decide_thresholds(conf: np.ndarray, pred: np.ndarray, correct: np.ndarray, k
 
 
 def has_thresholds(config: Mapping[str, Any]) -> bool:
+    """Whether the config ships a global or any per-class threshold."""
     t = config.get("thresholds") or {}
     return t.get("global") is not None or any(v is not None for v in (t.get("per_class") or []))
 
@@ -199,10 +208,13 @@ def load_config(path: str | os.PathLike) -> dict:
 
 
 def is_config(obj: Any) -> bool:
+    """Whether ``obj`` is a mapping with the inference config's schema."""
     return isinstance(obj, Mapping) and obj.get("schema") == SCHEMA
 
 
 def verify_config(config: Any, path: str = "the inference config") -> dict:
+    """A copy of ``config`` when it is an inference config with every key and an intact ``config_sha256``;
+    else a CalibviewError naming ``path``."""
     if not is_config(config):
         raise CalibviewError(f"{path} is not a calibview inference config (its schema is not {SCHEMA!r}).")
     missing = [k for k in CONFIG_KEYS if k not in config]
@@ -229,15 +241,16 @@ def calibrator_of(config: Mapping[str, Any]) -> calib.Fitted:
 
 
 def run_name(config: Mapping[str, Any]) -> str:
+    """The name of the run the config was released for: MODEL/DATASET, or MODEL without a dataset."""
     return f"{config['model']}/{config['dataset']}" if config["dataset"] else config["model"]
 
 
 def matching_run(config: Mapping[str, Any], file: str | os.PathLike, path: str = "the config",
-                 run: Optional[str] = None) -> lg.RunInfo:
+                 run: Optional[str] = None) -> schema.RunInfo:
     """The run of ``file`` the config was released for (``run`` overrides the name): same class count and, where
     the file has class names, the same names; otherwise a one-sentence error."""
     name = run or run_name(config)
-    info = lg.find_run(file, name)
+    info = discovery.find_run(file, name)
     names = config["class_names"]
     if info.k != len(names):
         raise CalibviewError(f"{path} was released for K = {len(names)} classes but run {info.name} in {file} has "
@@ -248,7 +261,7 @@ def matching_run(config: Mapping[str, Any], file: str | os.PathLike, path: str =
     return info
 
 
-def check_fit_hash(config: Mapping[str, Any], info: lg.RunInfo, path: str = "the config") -> Optional[bool]:
+def check_fit_hash(config: Mapping[str, Any], info: schema.RunInfo, path: str = "the config") -> Optional[bool]:
     """True when the file holds the config's fit split and its bytes hash to ``fit_sha256``; None when the file
     does not hold it; a one-sentence error when it does with other bytes (data or config tampered with)."""
     prov = config["provenance"]
@@ -267,7 +280,8 @@ def check_fit_hash(config: Mapping[str, Any], info: lg.RunInfo, path: str = "the
 
 
 def ece_reading(ece: float) -> str:
-    """The seed's reading of an ECE value."""
+    """The reading of an ECE value: near-perfect below 1 %, acceptable up to 5 %, watch up to 10 %, else must be
+    recalibrated (unknown when not finite)."""
     if not math.isfinite(ece):
         return "unknown"
     if ece < 0.01:

@@ -1,5 +1,5 @@
-"""``calibview drift`` (issue 10, "Drift"): the shipped calibrator on new labelled data (shadow traffic), every
-metric compared with the config's archived value, and optionally a refit on a seeded half of the new data.
+"""``calibview drift``: the shipped calibrator on new labelled data (shadow traffic), every metric compared with
+the config's archived value, and optionally a refit on a seeded half of the new data.
 
 The difference of a metric is ``new - archived`` and its interval is the new estimate's bootstrap interval shifted
 by the archived value (the archived number is treated as fixed: it is what was shipped). Drift is flagged when the
@@ -20,13 +20,16 @@ from calibview.core.release import config as rel
 from calibview.core.release.acceptance import Checked, evaluate_config, request_for
 from calibview.core.evaluation.engine import Engine
 from calibview.core.errors import CalibviewError
-from calibview.core.evaluation.request import Evaluation
+from calibview.core.evaluation.results import Evaluation
 from calibview.core.stats.metrics import METRIC_NAMES
-from calibview.core.reports.tables import metrics_rows
+from calibview.core.evaluation.records import metrics_rows
 
 
 @dataclass(frozen=True)
 class Refit:
+    """A refit on the fit half of the new data: the new config, its evaluation and rows on the verify half, and
+    the shipped calibrator on the same half."""
+
     config: dict
     evaluation: Evaluation            # fitted on the fit half, evaluated on the verify half
     rows: list                        # metrics.csv rows of the verify half
@@ -35,6 +38,9 @@ class Refit:
 
 @dataclass(frozen=True)
 class Drift:
+    """The shipped calibrator on new data: per metric the archived value, the new estimate and their difference;
+    whether the ECE increase passes the limit; the check behind it and the refit, when one was asked for."""
+
     rows: list                        # per metric: archived, value, lo, hi, delta, delta_lo, delta_hi
     ece_increase: float
     max_ece_increase: float
@@ -46,6 +52,9 @@ class Drift:
 def drift(engine: Engine, config: Mapping[str, Any], file: str, split: str, *, run: Optional[str] = None,
           max_ece_increase: float = 0.02, refit: bool = False, n_boot: Optional[int] = None, device: str = "auto",
           path: str = "the config", progress=None, cancel: Optional[threading.Event] = None) -> Drift:
+    """Evaluate the shipped calibrator of ``config`` on ``split`` of ``file``, compare every metric with the
+    archived value, flag drift when the ECE increase exceeds ``max_ece_increase``, and with ``refit`` refit the
+    same method on a seeded half of the split (see the module notes)."""
     if run is not None and run.strip("/") != rel.run_name(config):
         raise CalibviewError(f"{path} was released for run {rel.run_name(config)}, not {run}; give the run "
                                  f"of the same model with --run.")

@@ -1,9 +1,9 @@
 """The per-sample statistics the release, the acceptance check and drift need: the true-class slices (per-class
 ECE), the high-confidence audit, the risk-coverage curve and the thresholds for a target precision.
 
-The per-class slices are those of :mod:`calibview.core.evaluation.slices` (``--by class``), the audit, the risk-coverage curve
-and the thresholds those of :mod:`calibview.core.stats.selective`, as flat records for the config, the report and the
-checklist.
+The per-class slices are those of :mod:`calibview.core.evaluation.slices` (``--by class``), the audit, the
+risk-coverage curve and the thresholds those of :mod:`calibview.core.stats.selective`, as flat records for the
+config, the report and the checklist.
 """
 
 from __future__ import annotations
@@ -12,13 +12,12 @@ from typing import Mapping, Optional, Sequence
 
 import numpy as np
 
-#: the high-confidence thresholds audited by default (issue 10, "Selective prediction and thresholds")
-DEFAULT_AUDIT = (0.9, 0.95, 0.99)
+from calibview.core.reports.selective import DEFAULT_AUDIT
 
 
 class _WithGiven:
-    """The engine calls :func:`calibview.core.evaluation.slices.evaluate_slices` makes, with the shipped calibrators given
-    (applied as they are, the fit split not read)."""
+    """The engine calls :func:`calibview.core.evaluation.slices.evaluate_slices` makes, with the shipped calibrators
+    given (applied as they are, the fit split not read)."""
 
     def __init__(self, engine, given: Optional[Mapping]) -> None:
         self._engine, self._given = engine, dict(given or {})
@@ -36,9 +35,9 @@ class _WithGiven:
 def class_slices(engine, req, name: str, min_slice: int, class_names: Sequence[str],
                  given: Optional[Mapping] = None) -> list[dict]:
     """One record per class c of ``class_names`` for calibrator ``name``: the true-class slice of ``calibview slices
-    --by class`` (:func:`calibview.core.evaluation.slices.evaluate_slices`: every metric with the split's resamples restricted
-    to the slice) plus ``class_index`` and ``below_min`` (fewer than ``min_slice`` samples: no interval, left out
-    of the per-class criterion). A class without samples in the split has n = 0 and NaN metrics."""
+    --by class`` (:func:`calibview.core.evaluation.slices.evaluate_slices`: every metric with the split's resamples
+    restricted to the slice) plus ``class_index`` and ``below_min`` (fewer than ``min_slice`` samples: no interval,
+    left out of the per-class criterion). A class without samples in the split has n = 0 and NaN metrics."""
     from dataclasses import replace
 
     from calibview.core.evaluation.slices import evaluate_slices
@@ -59,7 +58,8 @@ def audit(conf: np.ndarray, correct: np.ndarray, thresholds: Sequence[float] = D
           level: float = 0.95) -> list[dict]:
     """Per threshold t (:func:`calibview.core.stats.selective.audit`): n and coverage of samples with confidence >= t,
     their mean confidence, accuracy with a Wilson interval at ``level``, the gap (mean confidence - accuracy) and
-    ``flagged`` when the interval excludes the mean confidence (the seed's 0.95 bin right 70 % of the time)."""
+    ``flagged`` when the interval excludes the mean confidence (e.g. samples at 0.95 confidence right 70 % of the
+    time)."""
     from calibview.core.stats.selective import audit as _audit
 
     return [{"threshold": a.threshold, "n": a.n, "coverage": a.coverage, "mean_conf": a.mean_conf,

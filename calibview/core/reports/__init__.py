@@ -1,3 +1,4 @@
-"""What an evaluation becomes on disk and on screen: the CSV / JSON tables (``tables``), the report folder and
-its manifest (``folder``), the selective-prediction tables (``selective``), the offline HTML page (``html``)
-and the display convention for numbers (``units``)."""
+"""What an evaluation becomes on disk and on screen: the CSV / JSON tables (``tables``), the tables of slices,
+domains and comparisons (``contrasts``), the report folder and its manifest (``folder``), the
+selective-prediction tables (``selective``), the offline HTML page (``html``) and the display convention for
+numbers (``units``)."""

@@ -1,4 +1,4 @@
-"""A report folder that is always one run's report (issue 12): ``manifest.json`` lists what the run wrote.
+"""A report folder that is always one run's report: ``manifest.json`` lists what the run wrote.
 
 The run's writers write into a staging folder inside ``--out`` (``ReportFolder.dir``); only when all of them
 finished are the files renamed into place, then the files of the previous manifest that this run did not rewrite
@@ -20,8 +20,8 @@ import time
 from pathlib import Path
 from typing import Iterable, Mapping, Optional
 
-from calibview.core.errors import CalibviewError
-from calibview.core.reports.tables import atomic_write
+from calibview.core.errors import CalibviewError, ParameterError
+from calibview.core.io.safe_io import atomic_write
 from calibview.core.io.safe_io import refuse_overwriting_inputs, same_file
 
 MANIFEST = "manifest.json"
@@ -66,7 +66,8 @@ class ReportFolder:
         self.dir: Optional[Path] = None
         self._created = False
         if self.out.exists() and not self.out.is_dir():
-            raise CalibviewError(f"--out {self.out} exists and is not a directory; give a directory to write into.")
+            raise ParameterError(f"out={self.out} exists and is not a directory; give a directory to write into.",
+                                 "out")
         refuse_overwriting_inputs([self.out / MANIFEST], self.inputs)
         self.previous = self._previous_manifest(force)
 
@@ -83,9 +84,10 @@ class ReportFolder:
         except (OSError, ValueError, UnicodeDecodeError):
             if others and not force:
                 what = "an unreadable" if manifest.exists() else "no"
-                raise CalibviewError(f"--out {self.out} is not empty and has {what} {MANIFEST} of an earlier report, "
+                raise ParameterError(f"out={self.out} is not empty and has {what} {MANIFEST} of an earlier report, "
                                      f"so calibview will not write into it; choose an empty or new folder, or pass "
-                                     f"--force to add the report's files (other files are left alone).") from None
+                                     f"force=True to add the report's files (other files are left alone).",
+                                     "out", "force") from None
             return {}
 
     def __enter__(self) -> "ReportFolder":

@@ -126,7 +126,8 @@ def render(release, diagram_png: Optional[bytes] = None) -> str:
         "cfg": cfg, "run": f"{cfg['model']}/{cfg['dataset']}", "ev": ev, "results": results, "metrics": metrics,
         "shipped": release.name, "verdict": release.verdict, "checklist": release.checklist,
         "passed": all(c.passed for c in release.checklist), "per_class": per_class,
-        "audit": release.audit, "slices": release.slices if release.slice_column != "class" else [], "slice_column": release.slice_column,
+        "audit": release.audit, "slices": release.slices if release.slice_column != "class" else [],
+        "slice_column": release.slice_column,
         "rc": risk_coverage_svg(release.risk_coverage),
         "reliability": None if diagram_png else reliability_svg(results),
         "diagram": ("data:image/png;base64," + base64.b64encode(diagram_png).decode("ascii")) if diagram_png

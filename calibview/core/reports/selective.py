@@ -15,9 +15,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Optional, Sequence
 
-from calibview.core.errors import CalibviewError
+from calibview.core.errors import ParameterError
 
-# numpy / torch are imported inside the functions: the CLI's parser imports this module for its options
+# numpy / torch are imported inside the functions: the CLI's parser imports this module for DEFAULT_AUDIT
 
 MAX_CURVE_POINTS = 1000
 DEFAULT_AUDIT = (0.9, 0.95, 0.99)
@@ -37,16 +37,18 @@ def parse_thresholds(text: str, what: str = "audit") -> tuple[float, ...]:
         try:
             v = float(item)
         except ValueError:
-            raise CalibviewError(f"--{what} takes comma-separated numbers in [0, 1], not {item.strip()!r}.") from None
+            raise ParameterError(f"{what} takes comma-separated numbers in [0, 1], not {item.strip()!r}.",
+                                 what) from None
         if not 0.0 <= v <= 1.0:
-            raise CalibviewError(f"--{what} thresholds must lie in [0, 1], not {v:g}.")
+            raise ParameterError(f"{what} thresholds must lie in [0, 1], not {v:g}.", what)
         out.append(v)
     return tuple(dict.fromkeys(out))
 
 
 def check_target(p: Optional[float]) -> None:
+    """Refuse a target precision outside (0, 1]; None (no target) passes."""
     if p is not None and not 0.0 < p <= 1.0:
-        raise CalibviewError(f"--target-precision must lie in (0, 1], not {p:g}.")
+        raise ParameterError(f"target_precision must lie in (0, 1], not {p:g}.", "target_precision")
 
 
 def _ident(ev, name: str) -> dict:
@@ -68,6 +70,9 @@ def selective_rows(ev, scored: dict, max_points: int = MAX_CURVE_POINTS) -> list
 
 
 def audit_rows(ev, scored: dict, thresholds: Sequence[float] = DEFAULT_AUDIT) -> list[dict]:
+    """The high-confidence audit of every calibrator of one evaluation (``scored``: Engine.scored of its request):
+    per threshold, the samples at or above it, their mean confidence and accuracy with its interval at the
+    request's level, the gap and whether it is flagged."""
     from calibview.core.stats import selective as sel
 
     rows = []
@@ -106,6 +111,7 @@ def threshold_rows(ev, fit_scored: dict, eval_scored: dict, target: float) -> li
 
 
 def rows_csv(rows: Sequence[dict], columns: Sequence[str]) -> str:
+    """selective.csv, audit.csv or thresholds.csv of ``rows`` in ``columns`` order (through ``table_csv``)."""
     from calibview.core.reports.tables import table_csv
 
     return table_csv(rows, columns)
@@ -116,7 +122,7 @@ def write_selective(engine, evaluations, out_dir: str | os.PathLike, audit: Sequ
     """selective.csv, audit.csv and (with ``target_precision``) thresholds.csv for the first setting of each run
     (the files do not depend on bins or bandwidth); returns (paths, messages for stderr). The scored splits come
     from ``engine``'s cache; the fit split is scored without resamples."""
-    from calibview.core.reports.tables import atomic_write
+    from calibview.core.io.safe_io import atomic_write
 
     out = Path(out_dir)
     curve, aud, thr, messages = [], [], [], []
@@ -161,11 +167,3 @@ def write_selective(engine, evaluations, out_dir: str | os.PathLike, audit: Sequ
                             f"[{row['accuracy_lo']:.1%}, {row['accuracy_hi']:.1%}], mean confidence "
                             f"{row['mean_conf']:.1%} (n = {row['n']})")
     return paths, messages
-
-
-def add_report_options(p) -> None:
-    p.add_argument("--audit", default=",".join(f"{t:g}" for t in DEFAULT_AUDIT), metavar="T,...",
-                   help="high-confidence audit thresholds for audit.csv (default 0.9,0.95,0.99)")
-    p.add_argument("--target-precision", type=float, default=None, metavar="P",
-                   help="per-class thresholds reaching precision P on the fit split's calibrated scores, with "
-                        "their precision and coverage on the evaluation split: thresholds.csv")

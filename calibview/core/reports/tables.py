@@ -6,86 +6,18 @@ import csv
 import io
 import json
 import os
-import tempfile
-import threading
 from pathlib import Path
 from typing import Iterable, Sequence
 
 import numpy as np
 
 from calibview.core.calibrators.file import record_fields
-from calibview.core.errors import CalibviewError
-from calibview.core.evaluation.request import Evaluation
+from calibview.core.errors import ParameterError
+from calibview.core.evaluation.records import (ID_COLUMNS, SETTING_COLUMNS, metric_columns,  # noqa: F401
+                                               metrics_rows, run_groups)
+from calibview.core.evaluation.results import Evaluation
+from calibview.core.io.safe_io import atomic_write
 from calibview.core.stats.metrics import METRIC_NAMES
-
-ID_COLUMNS = ("model", "dataset", "split", "calibrator")
-#: the settings that produced every row (metrics.csv columns and JSON keys, in this order, after the metrics)
-SETTING_COLUMNS = ("fit_split", "eval_split", "n", "k", "bins", "bandwidth", "kernel", "n_boot", "seed", "level",
-                   "options", "calibview_version")
-
-
-#: where Linux (>= 4.7) shows the umask without changing it
-PROC_STATUS = "/proc/self/status"
-_UMASK_LOCK = threading.Lock()
-
-
-def _current_umask() -> int:
-    """The process umask, read from /proc where there is one; elsewhere POSIX only lets one read it by setting
-    it, so it is set and restored at once (under a lock), at the time of a write and never on import."""
-    try:
-        with open(PROC_STATUS) as f:
-            for line in f:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    with _UMASK_LOCK:
-        mask = os.umask(0o022)
-        os.umask(mask)
-    return mask
-
-
-def metric_columns() -> list[str]:
-    cols = list(ID_COLUMNS)
-    for m in METRIC_NAMES:
-        cols += [m, f"{m}_lo", f"{m}_hi"]
-    return cols + list(SETTING_COLUMNS)
-
-
-def atomic_write(path: str | os.PathLike, data: str | bytes) -> None:
-    """Write ``data`` to ``path`` so that readers see the old file or the new one, never half of one."""
-    path = Path(path)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    except OSError as e:
-        raise CalibviewError(f"Cannot write {path}: {e.strerror or e}.") from None
-    try:
-        # mkstemp creates the file 0600: keep the mode of the file being replaced, or give a new one the
-        # permissions a plain open() would (0666 minus the umask).
-        try:
-            mode = os.stat(path).st_mode & 0o777
-        except OSError:
-            mode = 0o666 & ~_current_umask()
-        os.chmod(tmp, mode)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data.encode("utf-8") if isinstance(data, str) else data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except OSError as e:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise CalibviewError(f"Cannot write {path}: {e.strerror or e}.") from None
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
 
 _FLOAT_COLUMNS = frozenset(c for m in METRIC_NAMES for c in (m, f"{m}_lo", f"{m}_hi")) | {"bandwidth", "level"}
 
@@ -109,47 +41,8 @@ def table_csv(rows: Sequence[dict], columns: Sequence[str]) -> str:
     return buf.getvalue()
 
 
-def _run_groups(evaluations: Iterable[Evaluation]) -> list[list[Evaluation]]:
-    """Evaluations grouped by run and splits (the settings of an ablation), in first-seen order."""
-    groups: dict[tuple, list[Evaluation]] = {}
-    for ev in evaluations:
-        key = (ev.run.file, ev.run.name, ev.request.fit_split, ev.request.eval_split)
-        groups.setdefault(key, []).append(ev)
-    return list(groups.values())
-
-
-def settings_of(ev: Evaluation, name: str) -> dict:
-    """The settings that produced a calibrator's numbers, as metrics.csv and the JSON records carry them."""
-    from calibview._version import __version__
-
-    req = ev.request
-    return {"fit_split": req.fit_split if name != "none" else (req.fit_split or ""), "eval_split": req.eval_split,
-            "n": ev.n_eval, "k": ev.k, "bins": ev.n_bins, "bandwidth": float(req.bandwidth), "kernel": req.kernel,
-            "n_boot": req.n_boot, "seed": req.seed, "level": float(req.level),
-            "options": json.dumps(req.options_for(name), sort_keys=True, separators=(",", ":")),
-            "calibview_version": __version__}
-
-
-def metrics_rows(evaluations: Iterable[Evaluation]) -> list[dict]:
-    """One dict per run x calibrator x setting: the identity, value/_lo/_hi per metric, then the settings."""
-    rows = []
-    for group in _run_groups(evaluations):
-        for name in dict.fromkeys(r.name for ev in group for r in ev.results):
-            for ev in group:
-                r = next((r for r in ev.results if r.name == name), None)
-                if r is None:
-                    continue
-                row = {"model": ev.run.model, "dataset": ev.run.dataset, "split": ev.request.eval_split,
-                       "calibrator": r.name}
-                for m in METRIC_NAMES:
-                    est = r.metrics[m]
-                    row[m], row[f"{m}_lo"], row[f"{m}_hi"] = est.value, est.lo, est.hi
-                row.update(settings_of(ev, r.name))
-                rows.append(row)
-    return rows
-
-
 def metrics_csv(rows: Sequence[dict]) -> str:
+    """metrics.csv of :func:`metrics_rows`: the columns of :func:`metric_columns`, floats round-trip."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     cols = metric_columns()
@@ -187,7 +80,7 @@ def curves_csv(evaluations: Iterable[Evaluation], bandwidth: float | None = None
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(CURVE_COLUMNS)
-    for group in _run_groups(evaluations):
+    for group in run_groups(evaluations):
         pairs = ([(bandwidth, kernel)] if bandwidth is not None and kernel is not None else
                  list(dict.fromkeys((ev.request.bandwidth, ev.request.kernel) for ev in group)))
         ev = group[0]
@@ -214,7 +107,7 @@ def rankings(evaluations: Iterable[Evaluation]) -> tuple[list[dict], list[str]]:
     Brier (1 = lowest; ties share the lower rank); a message per run and metric whose order of calibrators
     changes across the settings (does the conclusion depend on the bandwidth, kernel or bins?)."""
     rows, messages = [], []
-    for group in _run_groups(evaluations):
+    for group in run_groups(evaluations):
         orders: dict[str, dict[tuple, tuple]] = {m: {} for m in RANKED_BY}
         per_setting = []
         for ev in group:
@@ -250,6 +143,7 @@ def _ranks(values: dict[str, float]) -> dict[str, int]:
 
 
 def ranking_csv(rows: Sequence[dict]) -> str:
+    """ranking.csv of :func:`rankings`' rows, in RANKING_COLUMNS order."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(RANKING_COLUMNS)
@@ -259,6 +153,8 @@ def ranking_csv(rows: Sequence[dict]) -> str:
 
 
 def calibrators_json(evaluations: Iterable[Evaluation]) -> str:
+    """calibrators.json: one record per run and fitted calibrator (the run's identity, the fraction of arg-max
+    changes, and the fitted calibrator as :meth:`Fitted.to_json` writes it)."""
     out = []
     for ev in evaluations:
         for r in ev.results:
@@ -273,10 +169,11 @@ def write_report(evaluations: Sequence[Evaluation], out_dir: str | os.PathLike) 
     ranking messages (the ranking of calibrators changing across the settings of an ablation)."""
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
-        raise CalibviewError(f"--out {out} exists and is not a directory; give a directory to write into.")
+        raise ParameterError(f"out_dir={out} exists and is not a directory; give a directory to write into.",
+                             "out_dir")
     # one entry per fitted calibrator: the evaluations of several eval splits (domains) share the fits
     firsts: dict[tuple, Evaluation] = {}
-    for g in _run_groups(evaluations):
+    for g in run_groups(evaluations):
         firsts.setdefault((g[0].run.file, g[0].run.name, g[0].request.fit_split), g[0])
     ranking_rows, messages = rankings(evaluations)
     paths = [out / "metrics.csv", out / "curves.csv", out / "calibrators.json", out / "ranking.csv"]

@@ -28,6 +28,8 @@ __all__ = ["Unit", "UNITS", "unit", "short_name", "header", "fmt", "fmt_interval
 
 @dataclass(frozen=True)
 class Unit:
+    """How a metric is displayed: multiplied by ``scale``, with ``suffix`` and ``decimals`` digits."""
+
     scale: float          # displayed = value * scale
     suffix: str           # "%", "×100" or ""
     decimals: int
@@ -57,6 +59,7 @@ CLIPPED_AT_ZERO = frozenset({"debiased_ece"})
 
 
 def unit(metric: str) -> Unit:
+    """The display unit of ``metric`` (plain for a name it does not know)."""
     return UNITS.get(metric, PLAIN)
 
 

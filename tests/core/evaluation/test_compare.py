@@ -7,12 +7,14 @@ import numpy as np
 import pytest
 import torch
 
-from calibview.core.stats import bootstrap
-from calibview.core.evaluation.compare import REFUSAL, check_comparable, compare, compare_columns, compare_csv, requests_for
+from calibview.core.stats import resampling
+from calibview.core.evaluation.compare import REFUSAL, check_comparable, compare, requests_for
+from calibview.core.reports.contrasts import compare_columns, compare_csv
 from calibview.core.evaluation.engine import Engine
 from calibview.core.errors import CalibviewError
 from calibview.core.evaluation.request import EvalRequest
-from calibview.core.io.logits import read_split, write_run
+from calibview.core.io.logits import read_split
+from calibview.core.io.writer import write_run
 from calibview.core.stats.metrics import METRIC_NAMES
 
 K = 4
@@ -71,8 +73,8 @@ BRUTE = ("accuracy", "nll", "brier", "ece")
 @pytest.mark.parametrize("grouped", [False, True], ids=["samples", "units"])
 def test_delta_intervals_equal_brute_force_on_the_same_resamples(tmp_path, monkeypatch, grouped):
     if grouped:      # the large-split path (random groups of samples), on a small split
-        monkeypatch.setattr(bootstrap, "UNIT_LIMIT", 100)
-        monkeypatch.setattr(bootstrap, "MIN_UNITS", 64)
+        monkeypatch.setattr(resampling, "UNIT_LIMIT", 100)
+        monkeypatch.setattr(resampling, "MIN_UNITS", 64)
     path = _file(tmp_path / "b.h5", seed=4)
     reqs = requests_for(_req(path, n_boot=30), ["a/toy", "b/toy", "c/toy"])
     engine = Engine()
@@ -168,7 +170,7 @@ def test_compare_csv_has_every_metric_its_delta_and_mark(toy):
 
 def test_requests_with_keeps_the_settings_and_each_runs_fit_split(toy, tmp_path):
     from calibview.core.evaluation.compare import candidates, requests_with
-    from calibview.core.io.logits import list_runs
+    from calibview.core.io.discovery import list_runs
 
     runs = {r.name: r for r in list_runs(toy)}
     write_run(tmp_path / "one.h5", "solo", "toy", "test", logits=np.zeros((360, K), np.float32),
@@ -188,7 +190,7 @@ def test_requests_with_keeps_the_settings_and_each_runs_fit_split(toy, tmp_path)
 
 def test_labels_of_shards_are_read_in_shard_order(toy, tmp_path):
     from calibview.core.evaluation.compare import read_labels
-    from calibview.core.io.logits import list_runs
+    from calibview.core.io.discovery import list_runs
 
     data = read_split(toy, "a/toy", "test")
     val = read_split(toy, "a/toy", "val")

@@ -12,12 +12,13 @@ import numpy as np
 import pytest
 import torch
 
-from calibview.core.evaluation import engine as engine_mod
-from calibview.core.stats.bootstrap import Resampler
+from calibview.core.evaluation import stages as stages_mod
+from calibview.core.stats.resampling import Resampler
 from calibview.core.evaluation.cache import LRUCache
-from calibview.core.evaluation.engine import Engine, Setting
-from calibview.core.evaluation.request import EvalRequest, evaluate
-from calibview.core.io.logits import read_split, write_run
+from calibview.core.evaluation.engine import Engine, Setting, evaluate
+from calibview.core.evaluation.request import EvalRequest
+from calibview.core.io.logits import read_split
+from calibview.core.io.writer import write_run
 from calibview.core.stats.metrics import classwise_ece, sample_stats
 from calibview.core.errors import CalibviewError
 
@@ -137,6 +138,22 @@ def test_none_is_shared_between_fit_splits(toy):
     assert ev.counters.scored == (("ts", "test"),)
 
 
+
+def test_the_stages_called_one_by_one_give_the_engines_evaluation(toy):
+    # what another engine (one that farms the stages out) relies on: a Job and the stage functions alone
+    from calibview.core.evaluation.job import Job
+    from calibview.core.evaluation.request import settings_of
+
+    req = _req(toy)
+    job = Job(LRUCache(), req, settings_of(req))
+    stages_mod.fit_stage(job)
+    stages_mod.score_stage(job)
+    stages_mod.resample_stage(job)
+    (ev,) = stages_mod.assemble(job, pending=False)
+    assert set(job.fitted) == set(job.scored) == set(NAMES)
+    assert all(job.cache.get(job.score_key(nm)) is job.scored[nm] for nm in NAMES)
+    _same(ev, Engine().evaluate(req))
+
 def test_the_cache_is_bounded_and_evicts_least_recently_used():
     c = LRUCache(budget=4000)          # 800 bytes of array + ENTRY_OVERHEAD each: three fit
     c.put("a", np.zeros(100))
@@ -226,17 +243,17 @@ def test_classwise_intervals_equal_explicit_resampling(tmp_path, monkeypatch, pa
     # so the restricted product really is restricted (checked below).
     path = _write(tmp_path / "cw.h5", seed=3, n=(300, 300), k=200, scale=1.0, margin=(5.0, 2.0))
     if path_kind != "one pass":
-        monkeypatch.setattr(engine_mod, "_TWO_PASS_FLOPS", 0)
+        monkeypatch.setattr(stages_mod, "TWO_PASS_FLOPS", 0)
     if path_kind == "two passes, every class":
-        monkeypatch.setattr(engine_mod, "mixed_classes", lambda stats, b: np.arange(stats.k))
+        monkeypatch.setattr(stages_mod, "mixed_classes", lambda stats, b: np.arange(stats.k))
     seen = []
-    real = engine_mod.ClasswiseBootstrap.__init__
+    real = stages_mod.ClasswiseBootstrap.__init__
 
     def spy(self, *a, **kw):
         seen.append(kw.get("columns"))
         real(self, *a, **kw)
 
-    monkeypatch.setattr(engine_mod.ClasswiseBootstrap, "__init__", spy)
+    monkeypatch.setattr(stages_mod.ClasswiseBootstrap, "__init__", spy)
     req = EvalRequest(file=str(path), run="net/toy", calibrators=("none", "ts"), n_boot=25, seed=4,
                       bins=15)
     eng = Engine()

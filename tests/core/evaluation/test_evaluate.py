@@ -8,11 +8,12 @@ import numpy as np
 import pytest
 import torch
 
-from calibview.core.stats import smoothing
-from calibview.core.stats.bootstrap import Resampler
+from calibview.core.stats import smooth_ece
+from calibview.core.stats.resampling import Resampler
 from calibview.core.errors import Cancelled, CalibviewError
-from calibview.core.evaluation.request import EvalRequest, evaluate
-from calibview.core.io.logits import write_run
+from calibview.core.evaluation.engine import evaluate
+from calibview.core.evaluation.request import EvalRequest
+from calibview.core.io.writer import write_run
 from calibview.core.stats.metrics import binned_metrics, classwise_ece, sample_stats
 
 
@@ -51,7 +52,7 @@ def test_bootstrap_matches_explicit_resampling(small_file):
         for key in ("ece", "rmsce", "mce"):
             values[key].append(bm[key])
         values["classwise_ece"].append(classwise_ece(s)[0])
-        values["smece"].append(smoothing.smece(s.conf, s.correct)[0])
+        values["smece"].append(smooth_ece.smece(s.conf, s.correct)[0])
         values["tot"].append(s.brier.mean())
     for metric, v in values.items():
         v = np.sort(v)

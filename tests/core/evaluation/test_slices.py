@@ -8,11 +8,12 @@ import numpy as np
 import pytest
 import torch
 
-from calibview.core.stats import bootstrap
-from calibview.core.evaluation.engine import Engine
+from calibview.core.stats import resampling
+from calibview.core.evaluation.engine import Engine, evaluate
 from calibview.core.errors import CalibviewError
-from calibview.core.evaluation.request import EvalRequest, evaluate
-from calibview.core.io.logits import read_split, write_run
+from calibview.core.evaluation.request import EvalRequest
+from calibview.core.io.logits import read_split
+from calibview.core.io.writer import write_run
 from calibview.core.stats.metrics import METRIC_NAMES
 from calibview.core.evaluation.slices import evaluate_slices, slice_codes
 
@@ -113,8 +114,8 @@ def _brute(p, y, w, bins):
                          ids=["samples", "units", "class slices"])
 def test_intervals_equal_brute_force_on_restricted_resamples(tmp_path, monkeypatch, grouped, by):
     if grouped:      # the large-split path (random groups of samples), on a small split
-        monkeypatch.setattr(bootstrap, "UNIT_LIMIT", 100)
-        monkeypatch.setattr(bootstrap, "MIN_UNITS", 64)
+        monkeypatch.setattr(resampling, "UNIT_LIMIT", 100)
+        monkeypatch.setattr(resampling, "MIN_UNITS", 64)
     data = _data(seed=5, n=(300, 360))
     path = _write(tmp_path / "b.h5", data)
     req = _req(path, calibrators=("ts",), n_boot=25, bins=8)
@@ -184,7 +185,7 @@ def test_user_errors_are_one_sentence(toy):
         evaluate_slices(Engine(), _req(path), "region")
     with pytest.raises(CalibviewError, match="No slice of 'grp' .* reaches --min-slice 1000"):
         evaluate_slices(Engine(), _req(path, calibrators=("none",)), "grp", min_slice=1000)
-    with pytest.raises(CalibviewError, match="--min-slice"):
+    with pytest.raises(CalibviewError, match="min_slice must be a whole number"):
         evaluate_slices(Engine(), _req(path), "grp", min_slice=0)
 
 

@@ -1,0 +1,65 @@
+"""The flat records of evaluations: one dict per run x calibrator x setting, with the identity, every metric's
+value and interval (``<metric>``, ``<metric>_lo``, ``<metric>_hi``) and the settings that produced it. They are
+the rows of metrics.csv and of ``metrics --json``, and the base of the comparison, slice and release records."""
+
+from __future__ import annotations
+
+import json
+from typing import Iterable
+
+from calibview.core.stats.metrics import METRIC_NAMES
+from calibview.core.evaluation.results import Evaluation
+
+ID_COLUMNS = ("model", "dataset", "split", "calibrator")
+#: the settings that produced every row (metrics.csv columns and JSON keys, in this order, after the metrics)
+SETTING_COLUMNS = ("fit_split", "eval_split", "n", "k", "bins", "bandwidth", "kernel", "n_boot", "seed", "level",
+                   "options", "calibview_version")
+
+
+def metric_columns() -> list[str]:
+    """The keys of a record, in order: ID_COLUMNS, value/_lo/_hi per metric, then SETTING_COLUMNS."""
+    cols = list(ID_COLUMNS)
+    for m in METRIC_NAMES:
+        cols += [m, f"{m}_lo", f"{m}_hi"]
+    return cols + list(SETTING_COLUMNS)
+
+
+def run_groups(evaluations: Iterable[Evaluation]) -> list[list[Evaluation]]:
+    """Evaluations grouped by run and splits (the settings of an ablation), in first-seen order."""
+    groups: dict[tuple, list[Evaluation]] = {}
+    for ev in evaluations:
+        key = (ev.run.file, ev.run.name, ev.request.fit_split, ev.request.eval_split)
+        groups.setdefault(key, []).append(ev)
+    return list(groups.values())
+
+
+def setting_fields(ev: Evaluation, name: str) -> dict:
+    """The settings that produced calibrator ``name``'s numbers in ``ev`` (SETTING_COLUMNS, in order). ``ev``
+    needs only ``request``, ``n_eval``, ``k`` and ``n_bins``."""
+    from calibview._version import __version__
+
+    req = ev.request
+    return {"fit_split": req.fit_split if name != "none" else (req.fit_split or ""), "eval_split": req.eval_split,
+            "n": ev.n_eval, "k": ev.k, "bins": ev.n_bins, "bandwidth": float(req.bandwidth), "kernel": req.kernel,
+            "n_boot": req.n_boot, "seed": req.seed, "level": float(req.level),
+            "options": json.dumps(req.options_for(name), sort_keys=True, separators=(",", ":")),
+            "calibview_version": __version__}
+
+
+def metrics_rows(evaluations: Iterable[Evaluation]) -> list[dict]:
+    """One dict per run x calibrator x setting: the identity, value/_lo/_hi per metric, then the settings."""
+    rows = []
+    for group in run_groups(evaluations):
+        for name in dict.fromkeys(r.name for ev in group for r in ev.results):
+            for ev in group:
+                r = next((r for r in ev.results if r.name == name), None)
+                if r is None:
+                    continue
+                row = {"model": ev.run.model, "dataset": ev.run.dataset, "split": ev.request.eval_split,
+                       "calibrator": r.name}
+                for m in METRIC_NAMES:
+                    est = r.metrics[m]
+                    row[m], row[f"{m}_lo"], row[f"{m}_hi"] = est.value, est.lo, est.hi
+                row.update(setting_fields(ev, r.name))
+                rows.append(row)
+    return rows

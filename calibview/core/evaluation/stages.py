@@ -1,0 +1,375 @@
+"""The engine's stages, each a function of a :class:`~calibview.core.evaluation.job.Job` (the request, its resolved
+inputs and what earlier stages produced), so that another engine (e.g. one that farms chunks out) can call them or
+replace one:
+
+```
+fit_stage(job)        fit split (N_fit, K)   -> job.fitted[name]: calibrators.Fitted       cache "fit"
+score_stage(job)      eval split (N, K)      -> job.scored[name]: results.Scored           cache "score"
+                        scoring_pass: per-sample vectors, class-wise sums and resamples, positives for the AUROC
+                        auroc_pass:   the AUROC and its resamples (second pass over the same chunks)
+                        classwise_pass: class-wise resamples restricted to mixed classes (large in-memory splits)
+resample_stage(job)   job.scored             -> job.dists[(name, part)]: metric -> (n_boot,) float64   cache "dist"
+assemble(job)         all of the above       -> one results.Evaluation per setting (points cached under "point")
+```
+
+:func:`run` chains them. The keys are those of :mod:`calibview.core.evaluation.job`. Progress runs 0-0.3 while
+fitting, 0.3-0.6 while scoring and 0.6-0.99 while resampling.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import replace
+from types import MappingProxyType
+from typing import Optional
+
+import numpy as np
+import torch
+
+from calibview.core import calibrators as calib
+from calibview.core.io import stream
+from calibview.core.stats import auroc as au
+from calibview.core.stats.bootstrap import ClasswiseBootstrap, SampleBootstrap, mixed_classes
+from calibview.core.stats.resampling import Resampler, percentile_interval
+from calibview.core.stats.metrics import METRIC_NAMES, StatsAccumulator, chunk_rows
+from calibview.core.stats.points import resample_part
+from calibview.core.errors import check_cancel, report
+from calibview.core.evaluation.job import Job
+from calibview.core.evaluation.request import Setting
+from calibview.core.evaluation.results import CalibratorResult, Counters, Estimate, Evaluation, Scored
+
+log = logging.getLogger("calibview")
+
+#: class-wise accumulators of the calibrators scored in one pass ((n_boot or units, K) float32 each)
+CLASSWISE_BUDGET = 1 << 30
+#: a (n_boot x N x K) dense class-wise product above this many multiply-adds is restricted to the classes that
+#: need it, at the cost of a second pass over the (in-memory) evaluation split
+TWO_PASS_FLOPS = 2_000_000_000
+
+
+def run(job: Job) -> list[Evaluation]:
+    """Every stage in turn (resampling only with ``n_boot``): one complete Evaluation per setting of ``job``."""
+    fit_stage(job)
+    score_stage(job)
+    if job.req.n_boot:
+        resample_stage(job)
+    report(job.progress, 1.0, "done")
+    return assemble(job, pending=False)
+
+
+# --- fit -----------------------------------------------------------------------------------------------------------
+
+def fit_stage(job: Job) -> None:
+    """Fill ``job.fitted``: each calibrator from the cache (key ``job.fit_key``), as given, or fitted on the fit
+    split (read once for all of them; counted in ``job.counters["fitted"]``, reuses in ``["reused"]``)."""
+    todo = []
+    for name in job.names:
+        hit = job.cache.get(job.fit_key(name))
+        if name in job.given and name != "none":
+            job.fitted[name] = job.given[name]
+        elif name == "none":
+            job.fitted[name] = hit or job.cache.put(job.fit_key(name), calib.Fitted(method="none", k=job.k, params={}))
+        elif hit is not None:
+            job.fitted[name] = hit
+            job.counters["reused"].append(name)
+        else:
+            todo.append(name)
+    if not todo:
+        return
+    opened: list = []
+    t1 = time.perf_counter()
+    try:
+        with torch.inference_mode():
+            scores, labels = job.open_split(job.req.fit_split, (0.0, 0.05), opened)
+            n_fit = int(scores.shape[0])
+            for i, name in enumerate(todo):
+                check_cancel(job.cancel)
+                report(job.progress, 0.05 + 0.25 * i / len(todo),
+                       f"fitting {calib.get(name).label} ({i + 1} of {len(todo)})")
+                t2 = time.perf_counter()
+                fitted = calib.fit(name, scores, labels, options=job.req.options_for(name),
+                                   progress=job.sub_progress(0.05 + 0.25 * i / len(todo),
+                                                             0.05 + 0.25 * (i + 1) / len(todo)),
+                                   cancel=job.cancel,
+                                   fit_info={"file": str(job.req.file), "run": job.run_info.name,
+                                             "split": job.req.fit_split, "n": n_fit})
+                job.timings[f"fit:{name}"] = time.perf_counter() - t2
+                job.fitted[name] = job.cache.put(job.fit_key(name), fitted)
+                job.counters["fitted"].append(name)
+    finally:
+        for split in opened:
+            split.close()
+    job.timings["fit"] = time.perf_counter() - t1
+
+
+# --- score ---------------------------------------------------------------------------------------------------------
+
+def score_stage(job: Job) -> None:
+    """Fill ``job.scored`` (needs ``job.fitted``): each calibrator from the cache (key ``job.score_key``) when it
+    holds every bin count of the settings, else scored on the evaluation split: one :func:`scoring_pass` per
+    calibrator in memory, one for all of them when the split is streamed from disk. Emits a partial result after
+    each calibrator."""
+    todo = []
+    for name in job.names:
+        hit = job.cache.get(job.score_key(name))
+        if hit is not None and set(job.all_bins) <= set(hit.bins):
+            job.scored[name] = hit
+        else:
+            todo.append((name, () if hit is None else hit.bins))
+    if not todo:
+        emit_partial(job)
+        return
+    opened: list = []
+    t1 = time.perf_counter()
+    try:
+        with torch.inference_mode():
+            scores, labels = job.open_split(job.req.eval_split, (0.3, 0.35), opened)
+            counts, units, note = job.resamples()
+            if stream.is_streamed(scores):          # one pass over the disk for all of them
+                scoring_pass(job, scores, labels, todo, counts, units, note, (0.35, 0.6))
+            else:
+                for i, item in enumerate(todo):
+                    span = (0.35 + 0.25 * i / len(todo), 0.35 + 0.25 * (i + 1) / len(todo))
+                    scoring_pass(job, scores, labels, [item], counts, units, note, span)
+            del scores
+    finally:
+        for split in opened:
+            split.close()
+    stream.trim_heap()
+    job.timings["score"] = time.perf_counter() - t1
+
+
+def scoring_pass(job: Job, scores, labels, items, counts, units, note, span) -> None:
+    """One pass over the evaluation split for the calibrators in ``items`` ((name, bin counts scored before)):
+    ``scores`` (N, K) tensor or StreamedSplit and (N,) ``labels`` from ``job.open_split``; ``counts``, ``units``
+    and ``note`` from ``job.resamples()``; ``span`` the progress range. Stores a :class:`Scored` per calibrator in
+    ``job.scored`` and the cache, with the class-wise ECE resamples of every bin count (in this pass, or in a
+    :func:`classwise_pass` when the dense product would exceed TWO_PASS_FLOPS) and the AUROC (:func:`auroc_pass`)."""
+    n, k, r = job.n, job.k, job.req
+    names = [name for name, _ in items]
+    bins = {name: tuple(sorted(set(job.all_bins) | set(old))) for name, old in items}
+    label = ", ".join(calib.get(nm).label for nm in names)
+    report(job.progress, span[0], f"scoring {label}")
+    accs = {nm: StatsAccumulator(n, k, bins[nm], job.device) for nm in names}
+    cw_note = note
+    per_pass = ClasswiseBootstrap.nbytes(r.n_boot, 0 if units is None else int(units.max()) + 1, k,
+                                         units is not None)
+    if counts is not None and per_pass * len(names) > CLASSWISE_BUDGET:
+        cw_note = (f"no class-wise ECE interval: its resamples would take {stream.human(per_pass)} per "
+                   f"calibrator; lower --n-boot")
+    two_pass = (counts is not None and cw_note is None and units is None and not stream.is_streamed(scores)
+                and r.n_boot * n * k > TWO_PASS_FLOPS)
+    cws = {nm: (ClasswiseBootstrap(counts, k, units=units, device=job.device)
+                if counts is not None and cw_note is None and not two_pass else None) for nm in names}
+    base_pred = torch.empty(n, dtype=torch.int64, device=job.device)
+    pos = {nm: torch.empty(n, dtype=torch.float64, device=job.device) for nm in names}
+    for start, z, y in split_chunks(job, scores, labels):
+        check_cancel(job.cancel)
+        stream.trim_heap()          # the previous chunk's temporaries: see stream.trim_heap (in memory too)
+        base_pred[start:start + z.shape[0]] = z.argmax(dim=1)
+        for nm in names:
+            accs[nm].add(start, job.fitted[nm].apply(z), y, _on_chunk(pos[nm], cws[nm]))
+        stop = start + z.shape[0]
+        report(job.progress, span[0] + (span[1] - span[0]) * stop / n * (0.5 if two_pass else 1.0),
+               f"scoring {label}: {stop:,} of {n:,} rows")
+    base_pred = base_pred.cpu().numpy()
+    aurocs = auroc_pass(job, scores, labels, names, pos, counts, units, span)
+    for nm in names:
+        check_cancel(job.cancel)
+        stats = accs[nm].result(labels)
+        dists, notes = {}, []
+        if counts is not None and cw_note is None:
+            cw = cws[nm]
+            if two_pass:
+                cw = classwise_pass(job, scores, labels, nm, counts, stats, bins[nm], span)
+            totals = np.full(r.n_boot, float(n)) if units is None else \
+                (counts.double() @ torch.bincount(units, minlength=counts.shape[1]).double()).numpy()
+            for b in bins[nm]:
+                check_cancel(job.cancel)
+                dists[b] = cw.distribution(accs[nm], b, totals)
+            cw.release()
+        elif r.n_boot:
+            notes.append(cw_note)
+            dists = {b: None for b in bins[nm]}
+        auroc, auroc_dist, auroc_note = aurocs[nm]
+        if auroc_note:      # routine above the work budget (documented), so information, not a warning
+            log.info("%s %s: %s", job.run_info.name, nm, auroc_note)
+        scored = Scored(stats=stats, bins=bins[nm],
+                        classwise_sums=MappingProxyType({b: accs[nm].classwise_sums(b) for b in bins[nm]}),
+                        classwise_dist=MappingProxyType(dists),
+                        argmax_changed=float((stats.pred != base_pred).mean()),
+                        notes=tuple(notes),
+                        auroc=auroc, auroc_dist=auroc_dist)
+        job.scored[nm] = job.cache.put(job.score_key(nm), scored)
+        job.counters["scored"].append((nm, r.eval_split))
+        accs[nm] = cws[nm] = None
+        emit_partial(job)
+
+
+def split_chunks(job: Job, scores, labels):
+    """(start row, (rows, K) scores, (rows,) labels) of the scoring pass, in order; the AUROC pass must see the
+    same rows together (same bits)."""
+    return (scores.chunks() if stream.is_streamed(scores) else
+            stream.tensor_chunks(scores, labels, chunk_rows(job.k)))
+
+
+def auroc_pass(job: Job, scores, labels, names, pos, counts, units, span) -> dict:
+    """name -> (auroc, (n_boot,) resampled auroc or None, note or None): a second pass over the chunks counts
+    every probability against the (N,) positives ``pos[name]`` collected while scoring
+    (:mod:`calibview.core.stats.auroc`); when the interval is affordable the (N, K) float64 probability matrix is
+    kept for it."""
+    r, n, k = job.req, job.n, job.k
+    note = au.boot_note(r.n_boot, n, k) if r.n_boot else None
+    if r.n_boot and note is None and counts is None:
+        note = "no AUROC interval: the resample counts were not kept (see the class-wise ECE note)"
+    keep = bool(r.n_boot) and note is None
+    y_np = labels.cpu().numpy()
+    counters = {nm: au.AurocCounter(y_np, pos[nm], k) for nm in names}
+    kept = {nm: torch.empty((n, k), dtype=torch.float64) for nm in names} if keep else {}
+    t1 = time.perf_counter()
+    for start, z, y in split_chunks(job, scores, labels):
+        check_cancel(job.cancel)
+        for nm in names:
+            p = job.fitted[nm].apply(z).exp()
+            counters[nm].add(p)
+            if keep:
+                kept[nm][start:start + z.shape[0]] = p.cpu()
+        report(job.progress, span[1], f"AUROC: {start + z.shape[0]:,} of {n:,} rows")
+    out = {}
+    for nm in names:
+        dist = au.resampled_auroc(kept[nm].numpy(), y_np, counts, units) if keep else None
+        out[nm] = (counters[nm].value(), dist, note)
+    job.timings["auroc"] = job.timings.get("auroc", 0.0) + time.perf_counter() - t1
+    return out
+
+
+def classwise_pass(job: Job, scores, labels, name, counts, stats, bins, span) -> ClasswiseBootstrap:
+    """The class-wise accumulator of calibrator ``name`` on a large in-memory split, restricted to the classes
+    that need the dense product (:func:`mixed_classes` for the smallest bin count, which covers every larger
+    one); ``stats`` is its SampleStats from the scoring pass."""
+    cols = mixed_classes(stats, bins[0])
+    cw = ClasswiseBootstrap(counts, job.k, columns=cols if len(cols) < job.k // 2 else None, device=job.device)
+    fitted = job.fitted[name]
+    for start, z, y in stream.tensor_chunks(scores, labels, chunk_rows(job.k)):
+        check_cancel(job.cancel)
+        stream.trim_heap()
+        lp = fitted.apply(z)
+        cw.add(start, lp, lp.exp(), y)
+        stop = start + z.shape[0]
+        report(job.progress, span[0] + (span[1] - span[0]) * (0.5 + 0.5 * stop / job.n),
+               f"class-wise resamples of {fitted.label}: {stop:,} of {job.n:,} rows")
+    return cw
+
+
+def _on_chunk(pos: torch.Tensor, cw: Optional[ClasswiseBootstrap]):
+    """The scoring pass's per-chunk consumer: keep each row's label probability for the AUROC (before the
+    class-wise accumulator, which overwrites the probabilities)."""
+    def consume(start, lp, p, y):
+        pos[start:start + p.shape[0]] = au.positives(p, y)
+        if cw is not None:
+            cw.add(start, lp, p, y)
+    return consume
+
+
+# --- resample ------------------------------------------------------------------------------------------------------
+
+def resample_stage(job: Job) -> None:
+    """Fill ``job.dists`` (needs ``job.scored``): for each calibrator and metric part (``job.parts()``) not in the
+    cache (key ``job.dist_key``), metric -> (n_boot,) float64 over the request's resamples, drawn block by block
+    (:class:`~calibview.core.stats.resampling.Resampler`); counted in ``job.counters["resampled"]``."""
+    todo = {nm: [p for p in job.parts() if job.cache.get(job.dist_key(nm, p)) is None] for nm in job.names}
+    todo = {nm: parts for nm, parts in todo.items() if parts}
+    if not todo:
+        return
+    t1 = time.perf_counter()
+    r = job.req
+    units = job.units()
+    counts = job.cache.get(("counts", job.n, job.k, r.n_boot, r.seed))
+    resampler = Resampler(job.n, r.n_boot, r.seed, device=job.device, units=units)
+    boots = {nm: SampleBootstrap(job.scored[nm].stats, device=job.device, units=units,
+                                 tick=lambda: check_cancel(job.cancel)) for nm in todo}
+    values: dict = {(nm, p): {} for nm, parts in todo.items() for p in parts}
+    # Blocks outer (each drawn once) for samples; calibrators outer for groups of a large split, where a block
+    # is cheap and one calibrator's O(N) helpers at a time keep the memory down.
+    order = ([list(todo)] if units is None else [[nm] for nm in todo])
+    total, done = len(resampler) * len(order), 0
+    for group in order:
+        for block in resampler.blocks(counts):
+            check_cancel(job.cancel)
+            for nm in group:
+                boot = boots[nm]
+                for p in todo[nm]:
+                    check_cancel(job.cancel)
+                    out = resample_part(boot, block, p)
+                    for metric, v in out.items():
+                        values[(nm, p)].setdefault(metric, []).append(np.asarray(v, dtype=np.float64))
+            done += 1
+            stop = min(r.n_boot, (done % len(resampler) or len(resampler)) * resampler.block)
+            report(job.progress, 0.6 + 0.39 * done / total, f"bootstrap {stop}/{r.n_boot}")
+            del block
+        for nm in group:
+            boots[nm].release()
+        stream.trim_heap()
+    for (nm, p), metrics in values.items():
+        job.dists[(nm, p)] = job.cache.put(job.dist_key(nm, p), {m: np.concatenate(v) for m, v in metrics.items()})
+        job.counters["resampled"].append(f"{nm}:{' '.join(str(x) for x in p)}")
+    job.timings["bootstrap"] = time.perf_counter() - t1
+
+
+# --- results -------------------------------------------------------------------------------------------------------
+
+def emit_partial(job: Job) -> None:
+    """Hand ``job.on_partial`` the results so far (intervals pending), when the caller asked for them."""
+    if job.on_partial is not None:
+        job.on_partial(assemble(job, pending=True))
+
+
+def assemble(job: Job, pending: bool) -> list[Evaluation]:
+    """One :class:`Evaluation` per setting of ``job``, from the calibrators scored so far; ``pending``: a partial
+    result (intervals NaN until the resample stage ran)."""
+    counters = Counters(tuple(job.counters["fitted"]), tuple(job.counters["reused"]),
+                        tuple(job.counters["scored"]), tuple(job.counters["resampled"]))
+    out = []
+    for s in job.settings:
+        b = job.bins_of[s]
+        req = replace(job.req, bins=s.bins, bandwidth=s.bandwidth, kernel=s.kernel)
+        results = tuple(calibrator_result(job, nm, b, s, pending) for nm in job.names if nm in job.scored)
+        out.append(Evaluation(request=req, run=job.run_info, n_eval=job.n,
+                              n_fit=job.n_fit(), k=job.k, n_bins=b, device=str(job.device),
+                              results=results, elapsed_s=time.perf_counter() - job.t0,
+                              timings=MappingProxyType(dict(job.timings)), counters=counters,
+                              pending=pending))
+    return out
+
+
+def calibrator_result(job: Job, name: str, b: int, s: Setting, pending: bool) -> CalibratorResult:
+    """The result of calibrator ``name`` at bin count ``b`` and setting ``s``: point estimates (``job.point``),
+    percentile intervals at the request's level when resampled, tables and warnings."""
+    sc, fitted = job.scored[name], job.fitted[name]
+    common, binned = job.point(name, ("common",)), job.point(name, ("binned", b))
+    kern = job.point(name, ("kernel", s.bandwidth, s.kernel))
+    values = {**common["values"], **binned["values"], **kern["values"], "auroc": sc.auroc}
+    dists = job.distributions(name, b, s) if job.req.n_boot else {}
+    metrics = {}
+    for m in METRIC_NAMES:
+        iv = percentile_interval(dists[m], job.req.level) if m in dists else None
+        metrics[m] = Estimate(values[m], iv.lo if iv else float("nan"), iv.hi if iv else float("nan"))
+    warnings = list(fitted.warnings) + list(sc.notes)
+    if not np.isfinite(values["nll"]):
+        n_zero = int((~np.isfinite(sc.stats.nll)).sum())
+        warnings.append(f"NLL is infinite: {fitted.label} gives probability 0 to the true class of "
+                        f"{n_zero} sample(s).")
+    return CalibratorResult(
+        name=name, label=fitted.label, fitted=fitted, metrics=MappingProxyType(metrics), bins=binned["table"],
+        bin_acc_lo=_frozen(binned["lo"]), bin_acc_hi=_frozen(binned["hi"]), stats=common["curve_stats"],
+        per_class_ece=_frozen(binned["per_class_ece"]), per_class_accuracy=_frozen(common["per_class_accuracy"]),
+        per_class_count=_frozen(common["per_class_count"]), smece_sigma=common["sigma"],
+        argmax_changed=sc.argmax_changed, warnings=tuple(warnings))
+
+
+def _frozen(a: np.ndarray) -> np.ndarray:
+    """The cached array itself, made read-only (results are immutable and share the cache's arrays)."""
+    a = np.ascontiguousarray(a)
+    a.setflags(write=False)
+    return a
