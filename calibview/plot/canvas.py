@@ -4,9 +4,10 @@ Everything numeric comes from the core (``CalibratorResult.curve`` / ``smoothing
 only draws. Items are created once per ``set_results`` and updated in place with ``setData`` afterwards, so a
 bandwidth change costs one O(grid) curve per visible calibrator plus a repaint.
 
-The curve items live in curve_items.py; the grid layout, bands, range and publication exports in
-canvas_figure.py (drawn by figure.py / figure_export.py); the controls above the plot in canvas_nav.py; the
-screen-resolution PNG/SVG and report's classic diagram.png in canvas_export.py.
+The curve items live in curve_items.py; the overlay's axes and legend table in overlay.py; the grid layout in
+canvas_figure.py (a FigureView of figure.py); the controls above the plot in navigation.py. The canvas's
+screen-resolution image, PNG and SVG go through render_png.py, its publication figures through export.py;
+``render_diagram_png`` draws ``calibview report``'s diagram.png.
 """
 
 from __future__ import annotations
@@ -18,26 +19,23 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from calibview.plot.render_png import CanvasExportMixin, render_diagram_png  # noqa: F401 (re-exported)
-from calibview.plot.canvas_figure import FigureMixin
+from calibview.plot import overlay, render_png
+from calibview.plot.canvas_figure import CanvasGrid
+from calibview.plot.curve_items import Series as _Series, band_alpha_scale, set_export_quality
+from calibview.plot.export import render_figure
+from calibview.plot.export_dialog import ExportDialog
+from calibview.plot.figure import FigureView, legend_numbers
 from calibview.plot.navigation import CanvasToolbar, DraggableLegend, x_ticks
-from calibview.plot.figure import FigureView
 from calibview.plot.palette import assign_colors
-from calibview.plot.theme import THEMES, Theme, qcolor, themed_color
+from calibview.plot.spec import LAYOUTS, FigureOptions, calibrator_panels
+from calibview.plot.theme import THEMES, qcolor
 
 __all__ = ["CalibrationCanvas", "render_diagram_png"]
 
 _KERNEL_NAMES = {"gaussian": "Gaussian", "epanechnikov": "Epanechnikov"}
-_Y_PAD = 0.02
-_AXIS_WIDTH = 58            # fixed left-axis width, so that both plots' x axes line up
-_FONT_PT = 10
 
 
-from calibview.plot.curve_items import DRAW_FLOOR, Series as _Series, band_alpha_scale  # noqa: F401 (DRAW_FLOOR re-exported)
-
-
-
-class CalibrationCanvas(FigureMixin, CanvasExportMixin, QtWidgets.QWidget):
+class CalibrationCanvas(QtWidgets.QWidget):
     """The calibration-sharpness diagram (pyqtgraph): diagonal, one kernel curve with its sharpness band per shown
     calibrator, and below it, sharing the x axis, the density strip of confidences; optional reliability bars."""
 
@@ -49,7 +47,6 @@ class CalibrationCanvas(FigureMixin, CanvasExportMixin, QtWidgets.QWidget):
         self._layout = "overlay"
         self._bands = True
         self._band_hidden: set[str] = set()
-        self._grid: Optional[FigureView] = None
         self._series: list[_Series] = []
         self._hidden: set[str] = set()
         self._bandwidth = 0.05
@@ -79,6 +76,7 @@ class CalibrationCanvas(FigureMixin, CanvasExportMixin, QtWidgets.QWidget):
         self._stack = QtWidgets.QStackedWidget()
         self._stack.addWidget(self._view)
         lay.addWidget(self._stack, 1)
+        self._grid_layout = CanvasGrid(self._stack, self._set_readout)
 
         ci = self._view.ci
         ci.setContentsMargins(8, 6, 14, 6)
@@ -89,7 +87,7 @@ class CalibrationCanvas(FigureMixin, CanvasExportMixin, QtWidgets.QWidget):
         ci.layout.setRowStretchFactor(1, 3)
         ci.layout.setRowStretchFactor(2, 1)
         self._bottom.setXLink(self._top)
-        self._setup_plots()
+        self._grids = overlay.setup_axes(self._top, self._bottom)
 
         self._diagonal = pg.PlotCurveItem(x=np.array([0.0, 1.0]), y=np.array([0.0, 1.0]), antialias=True)
         self._diagonal.setZValue(-20)
@@ -117,61 +115,6 @@ class CalibrationCanvas(FigureMixin, CanvasExportMixin, QtWidgets.QWidget):
         self._top.sigXRangeChanged.connect(self._on_x_range_changed)
         self.set_theme(theme)
 
-    # ------------------------------------------------------------------------------------------------ layout
-    def _setup_plots(self) -> None:
-        for plot in (self._top, self._bottom):
-            # wheel zoom and drag pan on the confidence axis only, never past [0, 1]; the strip follows (x-linked)
-            plot.setMouseEnabled(x=True, y=False)
-            plot.vb.setLimits(xMin=0.0, xMax=1.0, minXRange=0.01)
-            plot.setMenuEnabled(False)
-            plot.hideButtons()
-            plot.vb.disableAutoRange()
-            plot.showAxis("top")
-            plot.showAxis("right")
-            for side in ("top", "right"):
-                plot.getAxis(side).setStyle(showValues=False, tickLength=-4)
-            for side in ("left", "bottom"):
-                # the 0 and 1 labels sit on the plot's edge: keep them instead of hiding them as overlapping
-                plot.getAxis(side).setStyle(tickLength=-5, tickTextOffset=4, hideOverlappingLabels=False)
-            plot.getAxis("left").setWidth(_AXIS_WIDTH)
-            plot.getAxis("right").setWidth(6)
-            for side in ("bottom", "top"):
-                plot.getAxis(side).setTicks(x_ticks(0.0, 1.0))
-            plot.setXRange(0.0, 1.0, padding=0)
-        self._top.setYRange(-_Y_PAD, 1.0 + _Y_PAD, padding=0)     # a curve at accuracy 1 stays off the frame
-        self._bottom.setYRange(0.0, 1.08, padding=0)
-        for side in ("left", "right"):
-            self._top.getAxis(side).setTicks(_unit_ticks(0.2, 0.1))
-            self._bottom.getAxis(side).setTicks([[(0.0, "0"), (0.5, "0.5"), (1.0, "1")]])
-        self._top.getAxis("bottom").setStyle(showValues=False)
-        self._top.getAxis("bottom").setHeight(6)
-        self._bottom.getAxis("top").setHeight(4)
-        # Own grid lines: pyqtgraph's axis grid would also clip the "0" and "1" labels at the plot's edges.
-        self._grids = []
-        for plot, ys in ((self._top, (0.2, 0.4, 0.6, 0.8)), (self._bottom, (0.5,))):
-            xs = (0.2, 0.4, 0.6, 0.8)
-            gx = [v for x in xs for v in (x, x)] + [v for _ in ys for v in (0.0, 1.0)]
-            gy = [v for _ in xs for v in (0.0, 1.1)] + [v for y in ys for v in (y, y)]
-            grid = pg.PlotCurveItem(x=np.array(gx), y=np.array(gy), connect="pairs")
-            grid.setZValue(-30)
-            plot.addItem(grid, ignoreBounds=True)
-            self._grids.append(grid)
-
-    def _style_axes(self, t: Theme) -> None:
-        font = QtGui.QFont()
-        font.setPointSizeF(_FONT_PT - 1)
-        label_style = {"color": t.foreground, "font-size": f"{_FONT_PT}pt"}
-        for plot in (self._top, self._bottom):
-            for side in ("left", "bottom", "top", "right"):
-                ax = plot.getAxis(side)
-                ax.setPen(pg.mkPen(t.foreground, width=1))
-                ax.setTextPen(pg.mkPen(t.foreground))
-                ax.setTickFont(font)
-                ax.enableAutoSIPrefix(False)
-        self._top.setLabel("left", "accuracy (kernel estimate)", **label_style)
-        self._bottom.setLabel("left", "density", **label_style)
-        self._bottom.setLabel("bottom", "confidence", **label_style)
-
     # ------------------------------------------------------------------------------------------------ public API
     def set_results(self, results: Sequence, *, title: str = "", computed_at: Optional[tuple] = None) -> None:
         """Replace everything drawn. Names hidden with ``set_visible`` stay hidden; new names are shown.
@@ -196,6 +139,7 @@ class CalibrationCanvas(FigureMixin, CanvasExportMixin, QtWidgets.QWidget):
         self._rebuild_grid()
 
     def set_visible(self, names: Iterable[str]) -> None:
+        """Show the calibrators in ``names``, hide the others."""
         shown = set(names)
         self._hidden = {s.name for s in self._series if s.name not in shown}
         self._refresh_visibility()
@@ -221,20 +165,22 @@ class CalibrationCanvas(FigureMixin, CanvasExportMixin, QtWidgets.QWidget):
             self._refresh_visibility()
             raise
         self._update_title()
-        if self._grid is not None and self._layout == "grid":
-            self._grid.set_bandwidth(h, kernel)
+        if self._layout == "grid":
+            self._grid_layout.set_bandwidth(h, kernel)
         if self._legend_stale != self._cal_stale():
             self._update_legend()            # CAL was computed at another bandwidth: shown as pending
 
     def set_show_bins(self, on: bool) -> None:
+        """The reliability bins (accuracy per bin with its interval) on or off."""
         self._show_bins = bool(on)
         self._refresh_visibility()
 
     def set_theme(self, name: str) -> None:
+        """Redraw in theme ``name`` ("light" or "dark")."""
         t = THEMES[name]
         self._theme = t
         self._view.setBackground(t.background)
-        self._style_axes(t)
+        overlay.style_axes(self._top, self._bottom, t)
         for grid in self._grids:
             grid.setPen(pg.mkPen(qcolor(t.grid, t.grid_alpha), width=1))
         self._diagonal.setPen(pg.mkPen(t.diagonal, width=1.2, style=QtCore.Qt.PenStyle.DashLine))
@@ -248,8 +194,7 @@ class CalibrationCanvas(FigureMixin, CanvasExportMixin, QtWidgets.QWidget):
             s.apply_theme(t)
         self._update_title()
         self._update_legend()
-        if self._grid is not None:
-            self._grid.set_theme(name)
+        self._grid_layout.set_theme(name)
 
     def set_compact(self, on: bool, minimum: tuple[int, int] = (320, 260)) -> None:
         """Side by side with other splits' diagrams: a legend with ECE only, and ``minimum`` the smallest size."""
@@ -262,18 +207,31 @@ class CalibrationCanvas(FigureMixin, CanvasExportMixin, QtWidgets.QWidget):
 
     @property
     def accuracy_plot(self) -> pg.PlotItem:
-        """The upper plot (accuracy against confidence), for overlays drawn by other views (gui.slices)."""
+        """The upper plot (accuracy against confidence), for overlays drawn by other views (the slices view)."""
         return self._top
 
     @property
+    def title(self) -> str:
+        """The diagram's title (also an exported figure's)."""
+        return self._title
+
+    @property
+    def bands_on(self) -> bool:
+        """Whether the sharpness bands are switched on (as a whole; ``bands_shown`` tells each one)."""
+        return self._bands
+
+    @property
     def theme(self) -> str:
+        """The theme's name."""
         return self._theme.name
 
     @property
     def bandwidth(self) -> tuple[float, str]:
+        """(bandwidth, kernel) the curves are drawn at."""
         return self._bandwidth, self._kernel
 
     def names(self) -> list[str]:
+        """The calibrators' names, in the order of ``set_results``."""
         return [s.name for s in self._series]
 
     def drawn_curve(self, name: str) -> tuple[np.ndarray, np.ndarray]:
@@ -282,6 +240,104 @@ class CalibrationCanvas(FigureMixin, CanvasExportMixin, QtWidgets.QWidget):
         x, y = s.curve.xData, s.curve.yData
         return (np.zeros(0) if x is None else x), (np.zeros(0) if y is None else y)
 
+    # ---------------------------------------------------------------------------------- layout, bands, range
+    def set_layout(self, layout: str) -> None:
+        """"overlay" (every shown calibrator in one plot) or "grid" (one panel per calibrator, canvas_figure)."""
+        if layout not in LAYOUTS:
+            raise ValueError(f"layout must be one of {', '.join(LAYOUTS)}, got {layout!r}")
+        self._layout = layout
+        box = self.toolbar.layout_box
+        if box.currentData() != layout:
+            box.blockSignals(True)
+            box.setCurrentIndex(box.findData(layout))
+            box.blockSignals(False)
+        if layout == "grid":
+            self._grid_layout.create(self._theme.name)
+        self._rebuild_grid()
+        self._stack.setCurrentWidget(self._grid_layout.view if layout == "grid" else self._view)
+
+    @property
+    def layout_mode(self) -> str:
+        """"overlay" or "grid"."""
+        return self._layout
+
+    @property
+    def grid_view(self) -> Optional[FigureView]:
+        """The grid layout's FigureView while the grid is shown, else None."""
+        return self._grid_layout.view if self._layout == "grid" else None
+
+    def set_bands(self, on: bool, name: Optional[str] = None) -> None:
+        """Sharpness bands on/off: all of them, or (``name`` given) the band of that calibrator only."""
+        if name is None:
+            self._bands = bool(on)
+            if self.toolbar.bands.isChecked() != self._bands:
+                self.toolbar.bands.setChecked(self._bands)
+        elif on:
+            self._band_hidden.discard(name)
+        else:
+            self._band_hidden.add(name)
+        self._refresh_visibility()
+        self._grid_layout.set_bands(self._bands, self._band_hidden)
+
+    def bands_shown(self) -> dict:
+        """Calibrator name -> whether its band is drawn in the overlay."""
+        return {s.name: s.band.isVisible() for s in self._series}
+
+    def set_x_range(self, preset) -> None:
+        """The confidence range: "full" ([0, 1]), "domain" ([1/K, 1]), "high" ([0.8, 1]) or a (lo, hi) pair."""
+        if isinstance(preset, str):
+            lo, hi = self._preset_range(preset)
+        else:
+            lo, hi = (float(v) for v in preset)
+        self._top.setXRange(lo, hi, padding=0)
+        self._grid_layout.set_x_range(lo, hi)
+
+    def x_range(self) -> tuple[float, float]:
+        """The confidence range (lo, hi) shown."""
+        lo, hi = self._top.vb.viewRange()[0]
+        return float(lo), float(hi)
+
+    # ------------------------------------------------------------------------------------------------ exports
+    def figure_panels(self, layout: Optional[str] = None) -> list:
+        """The shown calibrators as figure panels (spec.PanelSpec), for the grid and for exports."""
+        shown = [s.result for s in self._series if s.name not in self._hidden]
+        return calibrator_panels(shown, k=max((s.k for s in self._series), default=0), layout=layout or self._layout,
+                                 subtitle_of=lambda r: legend_numbers(r.metrics))
+
+    def export_figure(self, path, options: Optional[FigureOptions] = None, formats=()) -> list:
+        """The shown calibrators as a publication figure (export.render_figure): the options' size, DPI, fonts,
+        theme (light by default, whatever the screen's) and layout; the current bandwidth, bands and range."""
+        options = options or FigureOptions(layout=self._layout)
+        hidden_bands = set(self._band_hidden)
+        return render_figure(self.figure_panels(options.layout), path, options, bandwidth=self._bandwidth,
+                             kernel=self._kernel, formats=formats, hidden_bands=hidden_bands,
+                             x_range=self.x_range())
+
+    def open_export_dialog(self) -> None:
+        """The Export… dialog (a publication figure of what is shown)."""
+        ExportDialog(self, self).exec()
+
+    def image(self, scale: float = 2.0) -> QtGui.QImage:
+        """The canvas rendered at ``scale`` x its size (vector items redrawn at that resolution, not upsampled)."""
+        set_export_quality(self._series, True)
+        try:
+            return render_png.widget_image(self, self._view, self._theme.background, scale)
+        finally:
+            set_export_quality(self._series, False)
+
+    def export_png(self, path, scale: float = 2.0) -> None:
+        """The canvas as a PNG of ``scale`` x its size in pixels."""
+        render_png.write_png(self.image(scale), path)
+
+    def export_svg(self, path) -> None:
+        """The canvas as SVG (vector)."""
+        set_export_quality(self._series, True)
+        try:
+            render_png.write_svg(self, self._view, path)
+        finally:
+            set_export_quality(self._series, False)
+
+    # ---------------------------------------------------------------------------------------------- internals
     def _get(self, name: str) -> _Series:
         for s in self._series:
             if s.name == name:
@@ -310,7 +366,8 @@ class CalibrationCanvas(FigureMixin, CanvasExportMixin, QtWidgets.QWidget):
         sub = "" if self._compact else f"{kern} kernel, h = {self._bandwidth:.3g}"     # compact: in the bar above
         head = f"<b>{html.escape(self._title)}</b>&nbsp;&nbsp;&nbsp;" if self._title else ""
         self._title_item.setText(f"<span style='color:{t.foreground}'>{head}</span>"
-                                 f"<span style='color:{t.muted}'>{html.escape(sub)}</span>", size=f"{_FONT_PT}pt")
+                                 f"<span style='color:{t.muted}'>{html.escape(sub)}</span>",
+                                 size=f"{overlay.FONT_PT}pt")
         # LabelItem makes the text's width its minimum, which widens the whole layout past a narrow view (the plots
         # then run off its right edge): a long title is cut instead, and the layout put back into the view.
         self._title_item.setMinimumWidth(0)
@@ -323,38 +380,14 @@ class CalibrationCanvas(FigureMixin, CanvasExportMixin, QtWidgets.QWidget):
         return at is not None and (float(at[0]), str(at[1])) != (self._bandwidth, self._kernel)
 
     def _update_legend(self) -> None:
-        t = self._theme
         shown = [s for s in self._series if s.name not in self._hidden]
         if not shown:
             self._legend.hide()
             return
-        cell = "style='padding: 1px 5px 1px 5px'"
-        num = "style='padding: 1px 5px 1px 5px' align='right'"
-        if self._compact:            # side by side with other splits: ECE only (the table has the rest)
-            # short names (the Shown list pairs them with labels and colours), so the legend fits a narrow plot
-            rows = [f"<tr style='color:{t.muted}'><td></td><td {cell}></td><td {num}>ECE</td></tr>"]
-            rows += [f"<tr><td {cell}><span style='color:{themed_color(s.color, t.name)}; font-weight:bold'>"
-                     f"&#9473;&#9473;</span></td><td {cell}>{html.escape(s.name)}</td>"
-                     f"<td {num}>{_fmt(s.result.metrics, 'ece', 100, 2, '%')}</td></tr>" for s in shown]
-            self._legend.setHtml(f"<table cellspacing='0' style='color:{t.foreground}; font-size:{_FONT_PT - 1}pt'>"
-                                 + "".join(rows) + "</table>")
-            self._legend.show()
-            return
-        rows = [f"<tr style='color:{t.muted}'><td></td><td {cell}></td><td {num}>ECE %</td><td {num}>CAL ×100</td>"
-                f"<td {num}>TOT ×100</td></tr>"]
-        stale = self._legend_stale = self._cal_stale()
-        for s in shown:
-            m = s.result.metrics
-            cal = "…" if stale else _fmt(m, 'cal', 100, 2, bare=True)
-            swatch = f"<span style='color:{themed_color(s.color, t.name)}; font-weight:bold'>&#9473;&#9473;</span>"
-            rows.append(
-                f"<tr><td {cell}>{swatch}</td><td {cell}>{html.escape(s.result.label)}</td>"
-                f"<td {num}>{_fmt(m, 'ece', 100, 2, bare=True)}</td><td {num}>{cal}</td>"
-                f"<td {num}>{_fmt(m, 'tot', 100, 2, bare=True)}</td></tr>")
-        rows.append(f"<tr style='color:{t.muted}'><td></td><td colspan='4' {cell}>"
-                    f"<small>CAL at h; TOT = Brier, any h</small></td></tr>")
-        self._legend.setHtml(f"<table cellspacing='0' style='color:{t.foreground}; font-size:{_FONT_PT - 1}pt'>"
-                             + "".join(rows) + "</table>")
+        if not self._compact:
+            self._legend_stale = self._cal_stale()
+        self._legend.setHtml(overlay.legend_table(shown, self._theme, compact=self._compact,
+                                                  stale=self._legend_stale))
         self._legend.show()
 
     def _set_readout(self, text: str) -> None:
@@ -388,26 +421,49 @@ class CalibrationCanvas(FigureMixin, CanvasExportMixin, QtWidgets.QWidget):
         self._clear_hover()
         super().leaveEvent(event)
 
+    def _preset_range(self, preset: str) -> tuple[float, float]:
+        k = max((s.k for s in self._series), default=0)
+        lo = {"full": 0.0, "domain": 1.0 / k if k > 1 else 0.0, "high": 0.8}[preset]
+        return round(lo, 6), 1.0
 
-def _unit_ticks(major: float, minor: float) -> list:
-    """Explicit ticks on [0, 1]: labelled majors ("0", "0.2", ..., "1") and unlabelled minors."""
-    n_major, n_minor = int(round(1 / major)), int(round(1 / minor))
-    majors = [(i * major, "0" if i == 0 else "1" if i == n_major else f"{i * major:.1f}") for i in range(n_major + 1)]
-    minors = [(i * minor, "") for i in range(n_minor + 1) if abs(i * minor / major - round(i * minor / major)) > 1e-9]
-    return [majors, minors]
+    def _on_x_range_changed(self, *_):
+        lo, hi = self.x_range()
+        self._legend.follow(lo, hi)
+        box = self.toolbar.range_box           # a preset's name only while the range is that preset
+        match = [i for i in range(box.count()) if self._preset_range(box.itemData(i)) == (round(lo, 6), round(hi, 6))]
+        box.setCurrentIndex(match[0] if match else -1)
+        for plot in (self._top, self._bottom):
+            for side in ("bottom", "top"):
+                plot.getAxis(side).setTicks(x_ticks(lo, hi))
+        grid = self._grid_layout.view
+        if grid is not None and grid.x_range() != (lo, hi):
+            grid.set_x_range(lo, hi)
+
+    def _rebuild_grid(self) -> None:
+        if self._grid_layout.view is not None and self._layout == "grid":
+            self._grid_layout.show_panels(self.figure_panels("grid"), bandwidth=self._bandwidth, kernel=self._kernel,
+                                          bands=self._bands, band_hidden=self._band_hidden, x_range=self.x_range())
 
 
-def _fmt(metrics, key: str, factor: float, digits: int, suffix: str = "", bare: bool = False) -> str:
-    """The legend's number in the table's convention (core.units once merged: ECE in %, CAL and TOT ×100, two
-    decimals); ``bare``: without the unit, which the column header states."""
-    est = metrics.get(key)
+def render_diagram_png(results, path, *, bandwidth: float = 0.05, kernel: str = "gaussian",
+                       size: tuple[int, int] = (900, 700), scale: float = 2.0, theme: str = "light",
+                       title: str = "") -> None:
+    """Offscreen render of a canvas of ``results`` to a PNG of ``scale * size`` pixels (``calibview report``'s
+    diagram.png). Works from a plain script: creates a QApplication (offscreen when there is no display) if none
+    exists."""
+    render_png.ensure_app()
+    canvas = CalibrationCanvas(theme=theme, toolbar=False)
     try:
-        from calibview.core.reports import units
-    except ImportError:
-        units = None
-    if units is not None:
-        text = units.fmt(key, None if est is None else float(est.value))
-        return text if bare or not suffix else f"{text}{suffix}"
-    if est is None or not np.isfinite(est.value):
-        return "n/a"
-    return f"{est.value * factor:.{digits}f}{'' if bare else suffix}"
+        canvas.setAttribute(QtCore.Qt.WidgetAttribute.WA_DontShowOnScreen, True)
+        canvas._view.setMinimumSize(1, 1)          # the requested size wins over the interactive minimum
+        canvas.resize(int(size[0]), int(size[1]))
+        canvas.set_bandwidth(bandwidth, kernel)
+        canvas.set_results(results, title=title)
+        canvas.show()
+        QtWidgets.QApplication.processEvents()
+        canvas.export_png(path, scale=scale)
+    finally:
+        canvas.hide()
+        canvas.deleteLater()
+        QtWidgets.QApplication.sendPostedEvents(None, QtCore.QEvent.Type.DeferredDelete)
+

@@ -1,6 +1,6 @@
 """The drawn items of one curve: kernel curve, sharpness band, density area and reliability bins (pyqtgraph).
 
-Shared by the interactive canvas (gui.canvas) and the small-multiples figure (gui.figure). Everything numeric comes
+Shared by the interactive canvas (canvas.py) and the small-multiples figure (figure.py). Everything numeric comes
 from the core (``smoothing.sharpness_curve``); items are created once and updated in place with ``setData``.
 The curve, band and density are drawn on [1/K, 1] only: no top-label confidence lies below 1/K.
 """
@@ -17,7 +17,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from calibview.core.stats import smoothing
 from calibview.plot.theme import Theme, qcolor, themed_color
 
-__all__ = ["Series", "AreaItem", "DRAW_FLOOR", "domain_floor", "band_alpha_scale"]
+__all__ = ["Series", "AreaItem", "DRAW_FLOOR", "domain_floor", "band_alpha_scale", "set_export_quality"]
 
 
 def band_alpha_scale(n_bands: int) -> float:
@@ -77,6 +77,7 @@ class AreaItem(QtWidgets.QGraphicsPathItem):
     smooth_fill = False
 
     def paint(self, painter, option, widget=None):  # noqa: N802 (Qt override)
+        """Fill (antialiased only with ``smooth_fill``), then the antialiased outline."""
         path = self.path()
         if path.isEmpty():
             return
@@ -91,7 +92,8 @@ class AreaItem(QtWidgets.QGraphicsPathItem):
 
 
 class Series:
-    """The items and cached data of one calibrator on the canvas."""
+    """The items and cached data of one calibrator's curve on a pair of plots (the canvas's or a figure panel's):
+    kernel curve and sharpness band above, density below, optional reliability bins."""
 
     def __init__(self, result, color: str, top: pg.PlotItem, bottom: pg.PlotItem, *, k: int = 0,
                  dash: Optional[QtCore.Qt.PenStyle] = None, faint: bool = False, name: Optional[str] = None) -> None:
@@ -138,11 +140,13 @@ class Series:
             top.addItem(item, ignoreBounds=True)
 
     def remove(self, top: pg.PlotItem, bottom: pg.PlotItem) -> None:
+        """Take this series' items off the accuracy plot ``top`` and the density strip ``bottom``."""
         for item in (self.band, self.curve, self.bin_errors, self.bin_points):
             top.removeItem(item)
         bottom.removeItem(self.density)
 
     def apply_theme(self, theme: Theme) -> None:
+        """Pens and brushes of every item in ``theme`` (faint series in its muted colour)."""
         color = themed_color(self.color, theme.name)
         if self.faint:
             color = theme.muted
@@ -189,6 +193,8 @@ class Series:
         self.density.setPath(_area_path(x, np.zeros_like(dens), dens, inside))
 
     def readout(self, x: float, bandwidth: float) -> str:
+        """The hover text at confidence ``x``: accuracy and density of the drawn curve there, and about how many
+        samples lie within ``bandwidth`` of ``x``."""
         sc = self.sc
         if sc is None:
             return f"{self.name}: -"
@@ -199,6 +205,14 @@ class Series:
         n = self.cum_count[hi + 1] - self.cum_count[lo] if hi >= lo else 0.0
         acc = f"{sc.curve[i]:.2f}" if sc.valid[i] else "n/a"
         return f"{self.name}: acc {acc}, density {sc.density[i]:.2f}, n≈{int(round(n))} within ±{bandwidth:.3g}"
+
+
+def set_export_quality(series, on: bool) -> None:
+    """Export quality on/off for the items of ``series`` (an iterable of Series): antialiased fills, and bin
+    markers drawn as vectors rather than from the screen-resolution symbol atlas (upsampled in a 2x image)."""
+    for s in series:
+        s.band.smooth_fill = s.density.smooth_fill = on
+        s.bin_points.opts["useCache"] = not on
 
 
 def _classes(result) -> int:

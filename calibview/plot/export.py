@@ -12,32 +12,18 @@ offscreen QApplication when there is none).
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from calibview.core.reports.tables import atomic_write
+from calibview.core.io.safe_io import atomic_write
+from calibview.plot.curve_items import set_export_quality
 from calibview.plot.figure import LOGICAL_DPI, FigureView, grid_shape
+from calibview.plot.render_png import ensure_app, paint_view
 from calibview.plot.spec import FigureOptions, PanelSpec
 
 __all__ = ["render_figure", "figure_height_in", "export_view", "ensure_app"]
-
-_APP: list = []
-
-
-def ensure_app() -> None:
-    if QtWidgets.QApplication.instance() is None:
-        if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
-            os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-        _APP.append(QtWidgets.QApplication([]))
-        _APP.append(QtCore.qInstallMessageHandler(_quiet))
-
-
-def _quiet(mode, context, message: str) -> None:
-    if "propagateSizeHints" not in message:
-        sys.stderr.write(message + "\n")
 
 
 def figure_height_in(n_panels: int, width_in: float, font_pt: float = 8.0) -> float:
@@ -60,26 +46,13 @@ def _layout(view: FigureView, w: int, h: int) -> None:
     QtWidgets.QApplication.sendPostedEvents()
 
 
-def _smooth(view: FigureView, on: bool) -> None:
-    for _, s in view.all_series():
-        s.band.smooth_fill = s.density.smooth_fill = on
-        s.bin_points.opts["useCache"] = not on
-
-
-def _paint(view: FigureView, painter: QtGui.QPainter, w: float, h: float) -> None:
-    painter.setRenderHint(QtGui.QPainter.RenderHint.Antialiasing, True)
-    painter.setRenderHint(QtGui.QPainter.RenderHint.TextAntialiasing, True)
-    view.render(painter, QtCore.QRectF(0, 0, w, h), view.viewport().rect(),
-                QtCore.Qt.AspectRatioMode.IgnoreAspectRatio)
-
-
 def export_view(view: FigureView, path, fmt: str, options: FigureOptions, height_in: float) -> Path:
     """Writes the laid-out ``view`` (resized here to the options' size in logical pixels) as ``fmt``."""
     path = Path(path)
     w, h = round(options.width_in * LOGICAL_DPI), round(height_in * LOGICAL_DPI)
     _layout(view, w, h)
     meta = options.describe()
-    _smooth(view, True)
+    set_export_quality([s for _, s in view.all_series()], True)
     try:
         if fmt == "png":
             scale = options.dpi / LOGICAL_DPI
@@ -89,7 +62,7 @@ def export_view(view: FigureView, path, fmt: str, options: FigureOptions, height
             img.setDevicePixelRatio(scale)
             painter = QtGui.QPainter(img)
             try:
-                _paint(view, painter, w, h)
+                paint_view(view, painter, w, h)
             finally:
                 painter.end()
             img.setDevicePixelRatio(1.0)
@@ -117,7 +90,7 @@ def export_view(view: FigureView, path, fmt: str, options: FigureOptions, height
             painter = QtGui.QPainter(writer)
             try:
                 painter.fillRect(QtCore.QRectF(0, 0, w, h), QtGui.QColor(view.theme.background))
-                _paint(view, painter, w, h)
+                paint_view(view, painter, w, h)
             finally:
                 painter.end()
             os.replace(tmp, path)
@@ -135,14 +108,14 @@ def export_view(view: FigureView, path, fmt: str, options: FigureOptions, height
             painter = QtGui.QPainter(gen)
             try:
                 painter.fillRect(QtCore.QRectF(0, 0, w, h), QtGui.QColor(view.theme.background))
-                _paint(view, painter, w, h)
+                paint_view(view, painter, w, h)
             finally:
                 painter.end()
             atomic_write(path, bytes(buf.data()))
         else:
             raise ValueError(f"unknown figure format {fmt!r}")
     finally:
-        _smooth(view, False)
+        set_export_quality([s for _, s in view.all_series()], False)
     return path
 
 

@@ -1,6 +1,6 @@
 """Export dialog: the diagram as a publication figure (PNG at a size and DPI, SVG, vector PDF), with font size,
 line width, export theme (light by default, whatever the screen's) and layout. Writes through
-``CalibrationCanvas.export_figure`` (gui.figure_export), which records the settings in the file's metadata."""
+``CalibrationCanvas.export_figure`` (export.py), which records the settings in the file's metadata."""
 
 from __future__ import annotations
 
@@ -20,6 +20,10 @@ _UNITS = (("in", 1.0), ("cm", 1 / 2.54), ("px", None))
 
 
 class ExportDialog(QtWidgets.QDialog):
+    """A dialog that shows the export settings (format, width, DPI, font, line width, theme, layout, bands) and
+    writes the figure through ``canvas.export_figure``. ``canvas`` is anything with ``export_figure`` and,
+    optionally, ``layout_mode``, ``bands_on`` and ``title`` (the canvas, or the window's figure of compared runs)."""
+
     def __init__(self, canvas, parent: Optional[QtWidgets.QWidget] = None) -> None:
         super().__init__(parent)
         self.setWindowTitle("Export figure")
@@ -73,7 +77,7 @@ class ExportDialog(QtWidgets.QDialog):
         self.layout_box.setCurrentIndex(self.layout_box.findData(getattr(canvas, "layout_mode", "overlay")))
         form.addRow("Layout", self.layout_box)
         self.bands = QtWidgets.QCheckBox("Sharpness bands")
-        self.bands.setChecked(bool(getattr(canvas, "_bands", True)))
+        self.bands.setChecked(bool(getattr(canvas, "bands_on", True)))
         form.addRow("", self.bands)
         self.size_note = QtWidgets.QLabel()
         form.addRow("", self.size_note)
@@ -92,10 +96,12 @@ class ExportDialog(QtWidgets.QDialog):
 
     # ------------------------------------------------------------------------------------------------ values
     def width_in(self) -> float:
+        """The width entered, in inches (pixels are converted at the DPI entered)."""
         factor = _UNITS[self.unit.currentIndex()][1]
         return self.width.value() / self.dpi.value() if factor is None else self.width.value() * factor
 
     def set_preset(self, inches: float) -> None:
+        """A journal column: ``inches`` wide at 300 DPI."""
         self.unit.setCurrentIndex(0)
         self.width.setValue(inches)
         self.dpi.setValue(300)
@@ -115,12 +121,14 @@ class ExportDialog(QtWidgets.QDialog):
             self.size_note.setText(f"{self.width_in():.2f} in wide, vector")
 
     def options(self) -> FigureOptions:
+        """The settings entered."""
         return FigureOptions(width_in=self.width_in(), dpi=float(self.dpi.value()), font_pt=self.font.value(),
                              line_width_pt=self.line.value(), theme=self.theme.currentData(),
                              layout=self.layout_box.currentData(), bands=self.bands.isChecked(),
-                             title=getattr(self.canvas, "_title", "") or "")
+                             title=getattr(self.canvas, "title", "") or "")
 
     def export_to(self, path) -> list:
+        """Write the figure to ``path`` (its suffix replaced by the chosen format's); returns the paths written."""
         fmt = self.format.currentData()
         path = Path(path)
         if path.suffix.lower() != "." + fmt:

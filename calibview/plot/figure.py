@@ -1,7 +1,7 @@
-"""Small multiples: a grid of calibration-sharpness panels drawn from ``figure_spec.PanelSpec`` lists (pyqtgraph).
+"""Small multiples: a grid of calibration-sharpness panels drawn from ``spec.PanelSpec`` lists (pyqtgraph).
 
 Each panel is an accuracy plot over a density strip sharing its x axis; all panels share both axes' ranges and
-the bandwidth. ``FigureView`` is the widget (the window's grid layout); ``figure_export`` writes it as PNG, SVG or
+the bandwidth. ``FigureView`` is the widget (the window's grid layout); ``export.py`` writes it as PNG, SVG or
 PDF at a physical size (see ``FigureOptions``).
 
 Sizes are in logical pixels of 1/96 inch: a 7 in figure is a 672 px wide view rendered at DPI/96, so fonts (in
@@ -17,7 +17,8 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6 import QtCore, QtGui
 
-from calibview.plot.navigation import x_ticks
+from calibview.core.reports import units
+from calibview.plot.navigation import unit_ticks, x_ticks
 from calibview.plot.curve_items import Series, band_alpha_scale, domain_floor
 from calibview.plot.spec import PanelSpec
 from calibview.plot.palette import assign_colors, assign_dashes
@@ -39,40 +40,15 @@ def grid_shape(n: int) -> tuple[int, int]:
     return -(-n // cols), cols
 
 
-def _units():
-    try:
-        from calibview.core.reports import units        # the shared display convention (issue 11 item 6), once merged
-        return units
-    except ImportError:
-        return None
-
-
 def legend_numbers(metrics, keys=("ece", "cal", "brier")) -> str:
-    """"ECE 7.88 % · CAL×100 0.11 · Brier×100 8.79": the panel title's numbers in the table's unit convention
-    (ECE in percent, squared-error scores ×100, two decimals)."""
-    units = _units()
+    """"ECE 7.88 % · CAL×100 0.11 · Brier×100 8.79": the panel title's numbers of ``metrics`` (name -> Estimate)
+    in the table's unit convention (``core.reports.units``: ECE in percent, squared-error scores ×100, two
+    decimals)."""
     parts = []
     for key in keys:
         est = metrics.get(key) if hasattr(metrics, "get") else None
-        value = None if est is None else float(est.value)
-        if units is not None:
-            parts.append(units.caption(key, value))
-            continue
-        name = {"ece": "ECE", "cal": "CAL", "brier": "Brier", "tot": "TOT"}.get(key, key)
-        if value is None or not np.isfinite(value):
-            parts.append(f"{name} —")
-        elif key.startswith("ece"):
-            parts.append(f"{name} {100 * value:.2f} %")
-        else:
-            parts.append(f"{name}×100 {100 * value:.2f}")
+        parts.append(units.caption(key, None if est is None else float(est.value)))
     return " · ".join(parts)
-
-
-def _unit_ticks(major: float, minor: float) -> list:
-    n_major, n_minor = int(round(1 / major)), int(round(1 / minor))
-    majors = [(i * major, "0" if i == 0 else "1" if i == n_major else f"{i * major:.1f}") for i in range(n_major + 1)]
-    minors = [(i * minor, "") for i in range(n_minor + 1) if abs(i * minor / major - round(i * minor / major)) > 1e-9]
-    return [majors, minors]
 
 
 class _TitleItem(pg.LabelItem):
@@ -150,11 +126,11 @@ class _Panel:
             for side in ("left", "bottom"):
                 plot.getAxis(side).setStyle(tickLength=-4, tickTextOffset=2, hideOverlappingLabels=False)
             for side in ("bottom", "top"):
-                plot.getAxis(side).setTicks(_unit_ticks(0.2, 0.1))
+                plot.getAxis(side).setTicks(unit_ticks(0.2, 0.1))
         self.top.setYRange(-_Y_PAD, 1 + _Y_PAD, padding=0)
         self.bottom.setYRange(0.0, 1.1, padding=0)
         for side in ("left", "right"):
-            self.top.getAxis(side).setTicks(_unit_ticks(0.2, 0.1))
+            self.top.getAxis(side).setTicks(unit_ticks(0.2, 0.1))
             self.bottom.getAxis(side).setTicks([[(0.0, ""), (1.0, "")]])
         self.top.getAxis("bottom").setStyle(showValues=False)
         self.top.getAxis("bottom").setHeight(3)
@@ -248,6 +224,7 @@ class FigureView(pg.GraphicsLayoutWidget):
 
     # ---------------------------------------------------------------------------------------------- building
     def set_panels(self, panels: Sequence[PanelSpec]) -> None:
+        """Replace every panel by ``panels``, laid out in ``grid_shape(len(panels))``."""
         for p in self.panels:
             for s in p.series:
                 s.remove(p.top, p.bottom)
@@ -293,15 +270,18 @@ class FigureView(pg.GraphicsLayoutWidget):
 
     # ---------------------------------------------------------------------------------------------- public API
     def set_bandwidth(self, bandwidth: float, kernel: str = "gaussian") -> None:
+        """Every curve at ``bandwidth`` (confidence units) and ``kernel``."""
         self._bandwidth, self._kernel = float(bandwidth), str(kernel).lower()
         self._refresh()
 
     def set_theme(self, name: str) -> None:
+        """Redraw in theme ``name`` ("light" or "dark")."""
         self.theme = THEMES[name]
         self._restyle()
         self._refresh()
 
     def set_style(self, *, font_pt: Optional[float] = None, line_width_pt: Optional[float] = None) -> None:
+        """The font size and curve width, in points (None: unchanged)."""
         if font_pt is not None:
             self.font_px = float(font_pt) * LOGICAL_DPI / 72
         if line_width_pt is not None:
@@ -320,10 +300,12 @@ class FigureView(pg.GraphicsLayoutWidget):
         self._refresh()
 
     def set_hidden(self, labels) -> None:
+        """Hide the items with these labels, show the others."""
         self.hidden = set(labels)
         self._refresh()
 
     def set_x_range(self, lo: float, hi: float) -> None:
+        """The confidence range [lo, hi] of every panel."""
         self._x = (float(lo), float(hi))
         ticks = x_ticks(*self._x)
         for p in self.panels:
@@ -333,10 +315,18 @@ class FigureView(pg.GraphicsLayoutWidget):
                     plot.getAxis(side).setTicks(ticks)
 
     def x_range(self) -> tuple[float, float]:
+        """The confidence range (lo, hi) shown."""
         return self._x
 
+    @property
+    def bandwidth(self) -> tuple[float, str]:
+        """(bandwidth, kernel) the curves are drawn at."""
+        return self._bandwidth, self._kernel
+
     def domain_floor(self) -> float:
+        """The smallest top-label confidence any panel can show (1/K of the run with the most classes)."""
         return max((domain_floor(p.spec.k) for p in self.panels), default=0.0)
 
     def all_series(self) -> list[tuple[int, Series]]:
+        """(panel index, Series) of every curve drawn."""
         return [(i, s) for i, p in enumerate(self.panels) for s in p.series]

@@ -8,7 +8,7 @@ from typing import Iterable
 import pyqtgraph as pg
 from PySide6 import QtCore, QtWidgets
 
-__all__ = ["CanvasToolbar", "DraggableLegend", "RANGE_PRESETS", "x_ticks"]
+__all__ = ["CanvasToolbar", "DraggableLegend", "RANGE_PRESETS", "unit_ticks", "x_ticks"]
 
 #: (label, key) of the confidence-range presets; "domain" is [1/K, 1].
 RANGE_PRESETS = (("Full [0, 1]", "full"), ("[1/K, 1]", "domain"), ("High [0.8, 1]", "high"))
@@ -40,6 +40,15 @@ def x_ticks(lo: float, hi: float) -> list:
             majors.append((at, label(v)))
         else:
             minors.append((v, ""))
+    return [majors, minors]
+
+
+def unit_ticks(major: float, minor: float) -> list:
+    """Explicit ticks on [0, 1]: labelled majors ("0", "0.2", ..., "1") every ``major`` and unlabelled minors
+    every ``minor``, as pyqtgraph's ``setTicks`` takes them."""
+    n_major, n_minor = int(round(1 / major)), int(round(1 / minor))
+    majors = [(i * major, "0" if i == 0 else "1" if i == n_major else f"{i * major:.1f}") for i in range(n_major + 1)]
+    minors = [(i * minor, "") for i in range(n_minor + 1) if abs(i * minor / major - round(i * minor / major)) > 1e-9]
     return [majors, minors]
 
 
@@ -81,6 +90,7 @@ class DraggableLegend(pg.TextItem):
         ev.accept()
 
     def reset(self):
+        """Back to the default corner."""
         self.user_moved = False
         self.frac = self.default
         vb = self.getViewBox()

@@ -1,6 +1,6 @@
 """Colours and line styles of curve items: colour by one factor (calibrators), dash by another (runs, splits).
 
-Rules (issue 11, item 3):
+Rules:
 - within a figure no two colour keys share a colour (as long as there are at most ``len(PALETTE)`` keys);
 - every colour has a WCAG contrast of at least 3:1 against both themes' backgrounds (one colour per key, the same
   in both themes: luminance between 0.12 and 0.30);
@@ -75,6 +75,7 @@ def _linear(hex_color: str) -> tuple[float, float, float]:
 
 
 def luminance(hex_color: str) -> float:
+    """WCAG relative luminance (0 black to 1 white) of '#RRGGBB'."""
     r, g, b = _linear(hex_color)
     return 0.2126 * r + 0.7152 * g + 0.0722 * b
 

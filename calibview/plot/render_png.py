@@ -1,5 +1,9 @@
-"""The canvas's screen-resolution exports (a mixin of CalibrationCanvas): image, PNG at a scale, SVG; and
-render_diagram_png, the classic diagram.png of ``calibview report``. Publication figures: gui.figure_export."""
+"""Renders a pyqtgraph view offscreen: an image of a widget at a scale, PNG and SVG files, and the QApplication
+that rendering from a plain script needs.
+
+Knows nothing of the canvas: ``CalibrationCanvas.image`` / ``export_png`` / ``export_svg`` hand it their view,
+and ``export.export_view`` paints a figure through ``paint_view``.
+"""
 
 from __future__ import annotations
 
@@ -10,74 +14,87 @@ from contextlib import contextmanager
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from calibview.core.reports.tables import atomic_write
+from calibview.core.io.safe_io import atomic_write
 
-__all__ = ["CanvasExportMixin", "render_diagram_png"]
+__all__ = ["ensure_app", "paint_view", "widget_image", "write_png", "write_svg"]
+
+_APP: list = []     # keeps the QApplication made by ensure_app (and its message handler) alive for later calls
 
 
-class CanvasExportMixin:
-    """Needs the canvas's _view, _series and _theme."""
+def ensure_app() -> None:
+    """Make a QApplication if there is none, on the offscreen platform when there is no display, so that a plain
+    script (``calibview report``) can render."""
+    if QtWidgets.QApplication.instance() is None:
+        if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+            os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+        _APP.append(QtWidgets.QApplication([]))
+        _APP.append(QtCore.qInstallMessageHandler(_quiet_offscreen_messages))
 
-    def image(self, scale: float = 2.0) -> QtGui.QImage:
-        """The canvas rendered at ``scale`` x its size (vector items redrawn at that resolution, not upsampled)."""
-        scale = float(scale)
-        if not scale > 0:
-            raise ValueError(f"scale must be positive, got {scale!r}")
-        self._ensure_laid_out()
-        size = self.size()
-        w, h = max(1, round(size.width() * scale)), max(1, round(size.height() * scale))
-        img = QtGui.QImage(w, h, QtGui.QImage.Format.Format_ARGB32_Premultiplied)
-        img.fill(QtGui.QColor(self._theme.background))
-        img.setDevicePixelRatio(scale)
-        painter = QtGui.QPainter(img)
-        self._set_smooth(True)
-        try:
-            painter.setRenderHint(QtGui.QPainter.RenderHint.Antialiasing, True)
-            painter.setRenderHint(QtGui.QPainter.RenderHint.TextAntialiasing, True)
-            # QGraphicsView.render draws the background and the scene through this painter, whose device pixel
-            # ratio makes Qt redraw vectors, text and cosmetic pens at full resolution.
-            self._view.render(painter, QtCore.QRectF(0, 0, size.width(), size.height()),
-                              self._view.viewport().rect(), QtCore.Qt.AspectRatioMode.IgnoreAspectRatio)
-        finally:
-            painter.end()
-            self._set_smooth(False)
-        img.setDevicePixelRatio(1.0)
-        return img
 
-    def export_png(self, path, scale: float = 2.0) -> None:
-        img = self.image(scale)
-        buf = QtCore.QBuffer()
-        buf.open(QtCore.QIODevice.OpenModeFlag.WriteOnly)
-        if not img.save(buf, "PNG"):
-            raise OSError(f"could not encode the diagram as PNG for {os.fspath(path)}")
-        atomic_write(path, bytes(buf.data()))
+def _quiet_offscreen_messages(mode, context, message: str) -> None:
+    """The offscreen platform warns on every shown window that it cannot propagate size hints: noise on the
+    command line's stderr. Everything else is printed as Qt would."""
+    if "propagateSizeHints" not in message:
+        sys.stderr.write(message + "\n")
 
-    def export_svg(self, path) -> None:
-        from pyqtgraph.exporters import SVGExporter
-        self._ensure_laid_out()
-        self._set_smooth(True)
-        try:
-            with _svg_close_path_fix():
-                data = SVGExporter(self._view.scene()).export(toBytes=True)
-        finally:
-            self._set_smooth(False)
-        atomic_write(path, data)
 
-    # ------------------------------------------------------------------------------------------------ internals
-    def _set_smooth(self, on: bool) -> None:
-        """Export quality on/off: antialiased fills, and bin markers drawn as vectors rather than from the
-        screen-resolution symbol atlas (which would be upsampled in a 2x image)."""
-        for s in self._series:
-            s.band.smooth_fill = s.density.smooth_fill = on
-            s.bin_points.opts["useCache"] = not on
+def paint_view(view: QtWidgets.QGraphicsView, painter: QtGui.QPainter, w: float, h: float) -> None:
+    """Draw ``view`` (background and scene) into the rectangle (0, 0, w, h) of ``painter``'s device, in logical
+    pixels, antialiased. The painter's device pixel ratio sets the resolution: vectors, text and cosmetic pens are
+    redrawn at it, not upsampled."""
+    painter.setRenderHint(QtGui.QPainter.RenderHint.Antialiasing, True)
+    painter.setRenderHint(QtGui.QPainter.RenderHint.TextAntialiasing, True)
+    view.render(painter, QtCore.QRectF(0, 0, w, h), view.viewport().rect(),
+                QtCore.Qt.AspectRatioMode.IgnoreAspectRatio)
 
-    def _ensure_laid_out(self) -> None:
-        if self.isWindow() and not self.isVisible():
-            # A never-shown top-level canvas (report export): lay it out without putting it on screen.
-            self.setAttribute(QtCore.Qt.WidgetAttribute.WA_DontShowOnScreen, True)
-            self.show()
-        QtWidgets.QApplication.sendPostedEvents()
-        self.layout().activate()
+
+def _ensure_laid_out(widget: QtWidgets.QWidget) -> None:
+    """Lay ``widget`` out at its size; a never-shown top-level widget (report's export) is shown off screen."""
+    if widget.isWindow() and not widget.isVisible():
+        widget.setAttribute(QtCore.Qt.WidgetAttribute.WA_DontShowOnScreen, True)
+        widget.show()
+    QtWidgets.QApplication.sendPostedEvents()
+    widget.layout().activate()
+
+
+def widget_image(widget: QtWidgets.QWidget, view: QtWidgets.QGraphicsView, background: str,
+                 scale: float = 2.0) -> QtGui.QImage:
+    """``view`` (laid out inside ``widget``, at ``widget``'s size) as an image of ``scale`` x that size in pixels on
+    ``background`` ('#RRGGBB'); vector items are redrawn at that resolution."""
+    scale = float(scale)
+    if not scale > 0:
+        raise ValueError(f"scale must be positive, got {scale!r}")
+    _ensure_laid_out(widget)
+    size = widget.size()
+    w, h = max(1, round(size.width() * scale)), max(1, round(size.height() * scale))
+    img = QtGui.QImage(w, h, QtGui.QImage.Format.Format_ARGB32_Premultiplied)
+    img.fill(QtGui.QColor(background))
+    img.setDevicePixelRatio(scale)
+    painter = QtGui.QPainter(img)
+    try:
+        paint_view(view, painter, size.width(), size.height())
+    finally:
+        painter.end()
+    img.setDevicePixelRatio(1.0)
+    return img
+
+
+def write_png(image: QtGui.QImage, path) -> None:
+    """Encode ``image`` as PNG and write it to ``path`` atomically."""
+    buf = QtCore.QBuffer()
+    buf.open(QtCore.QIODevice.OpenModeFlag.WriteOnly)
+    if not image.save(buf, "PNG"):
+        raise OSError(f"could not encode the diagram as PNG for {os.fspath(path)}")
+    atomic_write(path, bytes(buf.data()))
+
+
+def write_svg(widget: QtWidgets.QWidget, view: QtWidgets.QGraphicsView, path) -> None:
+    """``view``'s scene (laid out inside ``widget``) as SVG through pyqtgraph's exporter, written atomically."""
+    from pyqtgraph.exporters import SVGExporter
+    _ensure_laid_out(widget)
+    with _svg_close_path_fix():
+        data = SVGExporter(view.scene()).export(toBytes=True)
+    atomic_write(path, data)
 
 
 @contextmanager
@@ -100,40 +117,3 @@ def _svg_close_path_fix():
         yield
     finally:
         module.correctCoordinates = original
-
-
-def render_diagram_png(results, path, *, bandwidth: float = 0.05, kernel: str = "gaussian",
-                       size: tuple[int, int] = (900, 700), scale: float = 2.0, theme: str = "light",
-                       title: str = "") -> None:
-    """Offscreen render of the canvas to a PNG of ``scale * size`` pixels (``calibview report``'s diagram.png).
-    Works from a plain script: creates a QApplication (offscreen when there is no display) if none exists."""
-    if QtWidgets.QApplication.instance() is None:
-        if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
-            os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-        _APP.append(QtWidgets.QApplication([]))
-        _APP.append(QtCore.qInstallMessageHandler(_quiet_offscreen_messages))
-    from calibview.plot.canvas import CalibrationCanvas
-    canvas = CalibrationCanvas(theme=theme, toolbar=False)
-    try:
-        canvas.setAttribute(QtCore.Qt.WidgetAttribute.WA_DontShowOnScreen, True)
-        canvas._view.setMinimumSize(1, 1)          # the requested size wins over the interactive minimum
-        canvas.resize(int(size[0]), int(size[1]))
-        canvas.set_bandwidth(bandwidth, kernel)
-        canvas.set_results(results, title=title)
-        canvas.show()
-        QtWidgets.QApplication.processEvents()
-        canvas.export_png(path, scale=scale)
-    finally:
-        canvas.hide()
-        canvas.deleteLater()
-        QtWidgets.QApplication.sendPostedEvents(None, QtCore.QEvent.Type.DeferredDelete)
-
-
-def _quiet_offscreen_messages(mode, context, message: str) -> None:
-    """The offscreen platform warns on every shown window that it cannot propagate size hints: noise on the
-    command line's stderr. Everything else is printed as Qt would."""
-    if "propagateSizeHints" not in message:
-        sys.stderr.write(message + "\n")
-
-
-_APP: list = []     # keeps a QApplication created by render_diagram_png alive for later calls

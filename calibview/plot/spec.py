@@ -4,18 +4,18 @@ One layout rule serves every comparison (calibrators, runs, eval splits, slices)
 one factor, the overlay inside a panel by another**. Colour follows an item's ``color_key`` and line style its
 ``dash_key``, so two factors can be read in one panel (e.g. calibrators by colour, compared runs by dash).
 
-Building a figure for a comparison (this is the API ``gui.figure`` draws and other views call)::
+Building a figure for a comparison (this is the API ``figure.FigureView`` draws and other views call)::
 
     from calibview.plot.spec import CurveItem, PanelSpec, FigureOptions, split_panels
     items = [CurveItem(result=r, label=f"{run} {r.label}", color_key=r.name, dash_key=run, k=ev.k)
              for run, ev in evaluations.items() for r in ev.results]
     panels = split_panels(items, panel_of=lambda it: it.color_key, layout="grid")   # one panel per calibrator
     # or panel_of=lambda it: it.dash_key: one panel per run, the calibrators overlaid inside it
-    from calibview.plot.figure import render_figure
+    from calibview.plot.export import render_figure
     render_figure(panels, "out.pdf", FigureOptions(width_in=7, dpi=300), bandwidth=0.05)
 
-``result`` is anything with the attributes of ``core.evaluate.CalibratorResult`` that are drawn: ``name``,
-``label``, ``metrics`` (name -> Estimate with ``.value``), ``stats`` (``smoothing.BinnedStats``) and, for the
+``result`` is anything with the attributes of core.evaluation's ``CalibratorResult`` that are drawn: ``name``,
+``label``, ``metrics`` (name -> Estimate with ``.value``), ``stats`` (core.stats' ``BinnedStats``) and, for the
 optional reliability bars, ``bins``, ``bin_acc_lo``, ``bin_acc_hi``.
 
 Pure Python (no Qt), so CLI code can build specs before deciding whether to draw.
@@ -67,6 +67,7 @@ class PanelSpec:
 
     @property
     def k(self) -> int:
+        """The largest number of classes among the items (0: unknown)."""
         return max((it.k for it in self.items), default=0)
 
 
@@ -109,7 +110,7 @@ def calibrator_panels(results: Iterable, *, k: int = 0, layout: str = "grid", da
 
 
 def positive_class_panels(results: Iterable, sample_stats, *, layout: str = "grid") -> list[PanelSpec]:
-    """A binary run's positive-class diagram (core.positive_class): P(y = 1) against the predicted probability
+    """A binary run's positive-class diagram (core.stats.positive_class): P(y = 1) against the predicted probability
     of class 1 over [0, 1], one panel per calibrator (the uncalibrated one faint in each) or overlaid.
     ``sample_stats``: calibrator name -> per-sample vectors (``Engine.scored(req)[name].stats``)."""
     from calibview.core.stats.positive_class import positive_class
@@ -144,6 +145,7 @@ def parse_length(text, dpi: float = 300.0) -> float:
 
 
 def parse_formats(text: str) -> list[str]:
+    """The figure formats of "png,svg" (lower case, without dots or repeats, in the order given)."""
     out = [f.strip().lower().lstrip(".") for f in str(text).split(",") if f.strip()]
     bad = [f for f in out if f not in FORMATS]
     if bad or not out:
@@ -169,6 +171,7 @@ class FigureOptions:
     extra: dict = field(default_factory=dict)
 
     def pixels(self, height_in: float) -> tuple[int, int]:
+        """(width, height) in pixels of a PNG ``height_in`` inches high at the options' width and DPI."""
         return round(self.width_in * self.dpi), round(height_in * self.dpi)
 
     def describe(self) -> str:

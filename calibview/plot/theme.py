@@ -1,6 +1,6 @@
 """Colours of the light and dark themes and of the calibrators, shared by the canvas and the window.
 
-Calibrator colours come from gui.palette (3:1 against both backgrounds, neighbours distinguishable under
+Calibrator colours come from palette.py (3:1 against both backgrounds, neighbours distinguishable under
 deuteranopia) and are stable: a known calibrator keeps its colour whichever others are shown, and in both themes.
 """
 
@@ -24,7 +24,7 @@ OKABE_ITO = {
 }
 
 def calibrator_color(name: str, index: int = 0) -> str:
-    """'#RRGGBB' for calibrator ``name``: fixed for the known calibrators (gui.palette.PREFERRED, distinct and
+    """'#RRGGBB' for calibrator ``name``: fixed for the known calibrators (palette.PREFERRED, distinct and
     3:1 against both backgrounds), else the ``index``-th palette colour. A figure showing several items uses
     ``palette.assign_colors`` instead, which never gives two shown items one colour."""
     from calibview.plot.palette import PALETTE, PREFERRED
@@ -90,6 +90,7 @@ THEMES: dict[str, Theme] = {
 
 
 def qcolor(hex_color: str, alpha: int = 255) -> QtGui.QColor:
+    """'#RRGGBB' as a QColor with opacity ``alpha`` (0 to 255)."""
     c = QtGui.QColor(hex_color)
     c.setAlpha(int(alpha))
     return c

@@ -15,9 +15,11 @@ pytest.importorskip("pytestqt")
 from PySide6 import QtCore, QtGui, QtWidgets  # noqa: E402
 
 from calibview.core.stats import smoothing  # noqa: E402
-from calibview.core.evaluation.request import EvalRequest, evaluate  # noqa: E402
+from calibview.core.evaluation.engine import evaluate  # noqa: E402
+from calibview.core.evaluation.request import EvalRequest  # noqa: E402
 from calibview.plot import curve_items  # noqa: E402
-from calibview.plot.canvas import DRAW_FLOOR, CalibrationCanvas, render_diagram_png  # noqa: E402
+from calibview.plot.canvas import CalibrationCanvas, render_diagram_png  # noqa: E402
+from calibview.plot.curve_items import DRAW_FLOOR  # noqa: E402
 from calibview.plot.theme import THEMES, calibrator_color  # noqa: E402
 
 RUN = "resnet110-brier/cifar100"
@@ -173,7 +175,8 @@ def test_render_diagram_png_from_a_plain_script(tmp_path, demo_file):
     """No QApplication, no display: the function makes an offscreen one itself."""
     out = tmp_path / "plain.png"
     script = textwrap.dedent(f"""
-        from calibview.core.evaluation.request import EvalRequest, evaluate
+        from calibview.core.evaluation.engine import evaluate
+        from calibview.core.evaluation.request import EvalRequest
         from calibview.plot.canvas import render_diagram_png
         ev = evaluate(EvalRequest(file={str(demo_file)!r}, run={RUN!r}, calibrators=("none", "ts"), n_boot=0))
         render_diagram_png(ev.results, {str(out)!r}, bandwidth=0.1, kernel="epanechnikov", size=(300, 250), scale=2)

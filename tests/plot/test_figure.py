@@ -1,4 +1,4 @@
-"""Figures (issue 11 items 1, 3, 4, 5, 8): small multiples, a palette that never clashes, navigation, exports at a
+"""Figures: small multiples, a palette that never clashes, navigation, exports at a
 physical size, the honest curve domain. Image tests check what a person sees."""
 
 import re
@@ -9,7 +9,8 @@ import pytest
 pytest.importorskip("pytestqt")
 from PySide6 import QtGui  # noqa: E402
 
-from calibview.core.evaluation.request import EvalRequest, evaluate  # noqa: E402
+from calibview.core.evaluation.engine import evaluate  # noqa: E402
+from calibview.core.evaluation.request import EvalRequest  # noqa: E402
 from calibview.plot.canvas import CalibrationCanvas  # noqa: E402
 from calibview.plot.figure import FigureView, legend_numbers  # noqa: E402
 from calibview.plot.spec import (CurveItem, FigureOptions, calibrator_panels, parse_length,  # noqa: E402
@@ -226,7 +227,7 @@ def test_legend_stays_in_view_when_zooming(canvas):
 
 @pytest.fixture(scope="module")
 def binary(tmp_path_factory):
-    from calibview.core.io.logits import write_run
+    from calibview.core.io.writer import write_run
     rng = np.random.default_rng(0)
     path = tmp_path_factory.mktemp("bin") / "bin.h5"
     for split, n in (("val", 3000), ("test", 3000)):
@@ -261,7 +262,7 @@ def test_grid_hover_and_range_box(qtbot, canvas):
     got = []
     canvas.hover_changed.connect(got.append)
     pos = panel.top.vb.mapViewToScene(QtCore.QPointF(0.9, 0.5))
-    canvas._on_grid_mouse_moved(pos)
+    canvas.grid_view.scene().sigMouseMoved.emit(pos)
     assert got and got[-1].startswith("conf 0.90") and panel.series[-1].name in got[-1]
     canvas.set_x_range("high")
     assert canvas.toolbar.range_box.currentData() == "high"
