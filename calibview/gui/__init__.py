@@ -1,2 +1,3 @@
-"""The PySide6 desktop application: the app start-up, the main window, the background worker, the status line,
+"""The PySide6 desktop application: the start-up (``app``), the main window and its menus' helpers (``exports``,
+``recent``, ``preferences``), the Session (the Qt face of the window model), the background worker, the status line,
 the Qt-free window model (``model/``) and the views (``views/``). Imports nothing the core needs."""

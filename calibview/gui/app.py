@@ -43,6 +43,9 @@ def app_icon():
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    """The ``calibview`` window command: parse ``argv``, check the display and Qt's system libraries, open the window
+    on the files (the demo when none) and run the event loop; returns the exit status (2: a usage error, 1: Qt
+    cannot start)."""
     t0 = time.perf_counter()
     configure_openmp()
     argv = list(sys.argv[1:] if argv is None else argv)

@@ -18,6 +18,7 @@ PREFERRED = QtCore.QSize(1400, 900)
 
 
 def scrollable(widget: QtWidgets.QWidget) -> QtWidgets.QScrollArea:
+    """``widget`` in a frameless scroll area as wide as its content, scrolling vertically only."""
     area = QtWidgets.QScrollArea()
     area.setWidget(widget)
     area.setWidgetResizable(True)
@@ -29,6 +30,7 @@ def scrollable(widget: QtWidgets.QWidget) -> QtWidgets.QScrollArea:
 
 
 def available(window: QtWidgets.QWidget) -> QtCore.QRect:
+    """The available geometry of ``window``'s screen (PREFERRED's size when there is no screen)."""
     screen = window.screen() or QtWidgets.QApplication.primaryScreen()
     return screen.availableGeometry() if screen is not None else QtCore.QRect(0, 0, PREFERRED.width(),
                                                                               PREFERRED.height())

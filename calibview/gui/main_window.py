@@ -1,4 +1,6 @@
-"""The main window: lays out the docks, the canvas and the bandwidth bar, and wires actions. No numerics here."""
+"""The main window: lays out the docks, the canvas and the bandwidth bar, and wires the menus' actions to the
+session and to the window's helpers (:mod:`~calibview.gui.exports`, :mod:`~calibview.gui.recent`,
+:mod:`~calibview.gui.preferences`). No numerics here."""
 
 from __future__ import annotations
 
@@ -8,32 +10,34 @@ from typing import Optional
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from calibview._version import __version__
-from calibview.core.reports import tables as report
-from calibview.core.io.demo import demo_path
 from calibview.core import calibrators as calib
 from calibview.core.errors import CalibviewError
-from calibview.core.io.safe_io import refuse_overwriting_inputs
+from calibview.core.io.demo import demo_path
+from calibview.core.stats.metrics import METRIC_HELP
+from calibview.gui import exports, layout, preferences
+from calibview.gui.preferences import apply_palette  # noqa: F401 (its old home)
+from calibview.gui.recent import MAX_RECENT, RecentFiles  # noqa: F401 (MAX_RECENT: its old home)
+from calibview.gui.session import Session
+from calibview.gui.status import StatusFields
 from calibview.gui.views.bandwidth_bar import (H_MAX, H_MIN, BandwidthBar, bandwidth_to_slider,  # noqa: F401 (API)
-                                         slider_to_bandwidth)
+                                               slider_to_bandwidth)
 from calibview.gui.views.browser import Browser
 from calibview.gui.views.calibrators import CalibratorPanel
-from calibview.plot.canvas import CalibrationCanvas
 from calibview.gui.views.compare import CompareView
 from calibview.gui.views.compare_figure import CompareFigure
 from calibview.gui.views.decisions import DecisionsView
 from calibview.gui.views.domains import DomainCanvases
-from calibview.gui import layout
 from calibview.gui.views.metrics_table import MetricsTable
-from calibview.gui.session import Session
 from calibview.gui.views.slices import SliceOverlay, SlicesView
-from calibview.gui.status import StatusFields
+from calibview.plot.canvas import CalibrationCanvas
 
 H5_SUFFIXES = (".h5", ".hdf5", ".hdf", ".he5")
-MAX_RECENT = 8
 
 
 class MainWindow(QtWidgets.QMainWindow):
-    """The calibview window; owns the Session and lays out the views around it."""
+    """The calibview window: the diagram, the browser, calibrator, metrics and decisions docks and the status bar
+    around one Session; listens to its evaluation_changed, bandwidth_changed, visible_changed, progress_changed,
+    busy_changed, error_occurred, selection_changed and comparison_changed."""
 
     def __init__(self, settings: Optional[QtCore.QSettings] = None, parent=None) -> None:
         super().__init__(parent)
@@ -41,7 +45,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.setWindowTitle("calibview")
         self.setAcceptDrops(True)
         self.session = Session(self)
-        self._restore_session_settings()
+        preferences.restore_session(self.settings, self.session)
         self.canvas = CalibrationCanvas()
         self.stale = False
         self.stale_label = QtWidgets.QLabel(self.canvas)
@@ -90,12 +94,12 @@ class MainWindow(QtWidgets.QMainWindow):
         self.session.visible_changed.connect(self._on_session_visible_changed)
         self.session.progress_changed.connect(self._on_session_progress_changed)
         self.session.busy_changed.connect(self._on_session_busy_changed)
-        self.session.error_occurred.connect(self._on_session_error_occurred)
+        self.session.error_occurred.connect(self.show_error)
         self.session.selection_changed.connect(self._update_title)
         self.bandwidth_bar.show_bins.toggled.connect(self.domains.set_show_bins)
         self.domains.hover_changed.connect(self.hover_label.setText)
         self.resize(layout.default_size(self))
-        restored = self._restore_layout()
+        restored = preferences.restore_layout(self, self.settings)
         self.dock_share = layout.DockShare(self, (self.table_dock, self.decisions_dock), on_show=not restored)
         self.set_theme(self.settings.value("theme", "light"))
 
@@ -132,6 +136,7 @@ class MainWindow(QtWidgets.QMainWindow):
         f = mb.addMenu("&File")
         self._action(f, "&Open…", self.open_dialog, QtGui.QKeySequence.Open, "Open an HDF5 logits file")
         self.recent_menu = f.addMenu("Open &recent")
+        self.recent = RecentFiles(self.settings, self.recent_menu, lambda paths: self.open_files(paths))
         self._action(f, "Open &demo", self.open_demo, tip="The bundled CIFAR ResNet-110 logits")
         f.addSeparator()
         self._action(f, "Export &figure (PNG, SVG, PDF; size, DPI, fonts)…", self.export_figure, "Ctrl+E")
@@ -151,7 +156,7 @@ class MainWindow(QtWidgets.QMainWindow):
         v = mb.addMenu("&View")
         self.theme_actions = {}
         group = QtGui.QActionGroup(self)
-        for name in ("light", "dark"):
+        for name in preferences.THEMES:
             act = self._action(v, f"{name.title()} theme", lambda _=False, n=name: self.set_theme(n))
             act.setCheckable(True)
             group.addAction(act)
@@ -162,14 +167,14 @@ class MainWindow(QtWidgets.QMainWindow):
         h = mb.addMenu("&Help")
         self._action(h, "&Metric definitions", self.show_definitions)
         self._action(h, "&About calibview", self.show_about)
-        self._refresh_recent_menu()
 
     # --- files -----------------------------------------------------------------------------------------------
 
     def open_files(self, paths) -> None:
+        """Open these files (each selects its first run and is evaluated) and remember them in Open recent."""
         for p in paths:
             if self.session.open_file(p):
-                self._remember_recent(str(Path(p).resolve()))
+                self.recent.remember(str(Path(p).resolve()))
 
     def start(self, files=(), *, run: Optional[str] = None, calibrators: Optional[str] = None) -> None:
         """What the command line asks for: open ``files`` (the demo when none), tick ``calibrators`` (a comma-
@@ -185,7 +190,7 @@ class MainWindow(QtWidgets.QMainWindow):
         paths = [str(p) for p in files] or [str(demo_path())]
         opened = [p for p in paths if self.session.open_file(p, select=False)]
         for p in opened:
-            self._remember_recent(str(Path(p).resolve()))
+            self.recent.remember(str(Path(p).resolve()))
         if not opened:
             return
         if run:
@@ -201,36 +206,24 @@ class MainWindow(QtWidgets.QMainWindow):
         self.session.select_run(path, self.session.files[path][0].name)
 
     def open_dialog(self) -> None:
-        start = self.settings.value("last_dir", str(Path.home()))
+        """File > Open: pick HDF5 logits files (the dialog starts in the last folder used)."""
+        start = str(preferences.last_dir(self.settings))
         paths, _ = QtWidgets.QFileDialog.getOpenFileNames(
             self, "Open logits file", start, "HDF5 logits (*.h5 *.hdf5 *.hdf *.he5);;All files (*)")
         if paths:
-            self.settings.setValue("last_dir", str(Path(paths[0]).parent))
+            preferences.remember_dir(self.settings, Path(paths[0]).parent)
             self.open_files(paths)
 
     def open_demo(self) -> None:
+        """File > Open demo: the bundled CIFAR ResNet-110 logits."""
         try:
             self.open_files([demo_path()])
         except CalibviewError as e:
-            self._on_session_error_occurred("Demo missing", str(e))
+            self.show_error("Demo missing", str(e))
 
     def recent_files(self) -> list[str]:
-        """File > Open recent, newest first. QSettings (INI, and some native backends) hands a one-item list
-        back as a plain string: iterated, that made the menu of its single characters."""
-        recent = self.settings.value("recent", []) or []
-        return [recent] if isinstance(recent, str) else [str(p) for p in recent]
-
-    def _remember_recent(self, path: str) -> None:
-        recent = [p for p in self.recent_files() if p != path]
-        self.settings.setValue("recent", [path] + recent[: MAX_RECENT - 1])
-        self._refresh_recent_menu()
-
-    def _refresh_recent_menu(self) -> None:
-        self.recent_menu.clear()
-        recent = self.recent_files()
-        for p in recent:
-            self.recent_menu.addAction(p, lambda p=p: self.open_files([p]))
-        self.recent_menu.setEnabled(bool(recent))
+        """File > Open recent, newest first."""
+        return self.recent.files()
 
     def dragEnterEvent(self, event: QtGui.QDragEnterEvent) -> None:
         if any(u.isLocalFile() for u in event.mimeData().urls()):
@@ -244,56 +237,15 @@ class MainWindow(QtWidgets.QMainWindow):
 
     # --- export ----------------------------------------------------------------------------------------------
 
-    EXPORTS = {
-        "png": ("PNG image (*.png)", ".png", "diagram"),
-        "svg": ("SVG image (*.svg)", ".svg", "diagram"),
-        "metrics": ("CSV (*.csv)", ".csv", "metrics"),
-        "curves": ("CSV (*.csv)", ".csv", "curves"),
-        "json": ("JSON (*.json)", ".json", "calibrators"),
-    }
+    EXPORTS = exports.EXPORTS
 
     def export_figure(self) -> None:
         """The publication export dialog of what is shown: the compared runs' figure, else the canvas."""
-        if self.session.evaluation is None:
-            self._on_session_error_occurred("Nothing to export", "There is no evaluation yet: open a file and "
-                                            "evaluate it first.")
-            return
-        (self.compare_figure if self.compare_figure.active else self.canvas).open_export_dialog()
+        exports.export_figure(self)
 
     def export(self, kind: str, path: Optional[str] = None) -> Optional[str]:
         """Export the current diagram / table / curves / calibrators; asks for a path unless given."""
-        ev = self.session.evaluation
-        if ev is None:
-            self._on_session_error_occurred("Nothing to export", "There is no evaluation yet: open a file and "
-                                                                  "wait for the diagram.")
-            return None
-        filt, suffix, stem = self.EXPORTS[kind]
-        if path is None:
-            default = Path(self.settings.value("last_dir", str(Path.home()))) / \
-                f"{ev.run.name.replace('/', '_')}_{stem}{suffix}"
-            path, _ = QtWidgets.QFileDialog.getSaveFileName(self, "Export", str(default), filt)
-            if not path:
-                return None
-            self.settings.setValue("last_dir", str(Path(path).parent))
-        try:
-            refuse_overwriting_inputs([path], [e.run.file for e in self.session.evaluations] or [ev.run.file])
-            if kind in ("png", "svg") and self.compare_figure.active:      # compared runs: their figure
-                self.compare_figure.export(path)
-            elif kind == "png":
-                self.domains.export_png(path, scale=2.0)       # with several eval splits: side by side
-            elif kind == "svg":
-                self.canvas.export_svg(path)
-            elif kind == "metrics":
-                self.table.export_csv(path)
-            elif kind == "curves":
-                report.atomic_write(path, report.curves_csv(self.session.evaluations or [ev], self.session.bandwidth, self.session.kernel))
-            else:
-                report.atomic_write(path, report.calibrators_json([ev]))
-        except (CalibviewError, OSError) as e:
-            self._on_session_error_occurred("Export failed", str(e))
-            return None
-        self.statusBar().showMessage(f"Exported {path}", 5000)
-        return path
+        return exports.export(self, kind, path)
 
     # --- session reactions -----------------------------------------------------------------------------------
 
@@ -374,7 +326,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.stale_label.setVisible(stale)
         self.stale = stale
 
-    def _on_session_error_occurred(self, title: str, message: str) -> None:
+    def show_error(self, title: str, message: str) -> None:
         """A window-modal, non-blocking dialog naming the problem (the event loop keeps running)."""
         self.last_error = (title, message)
         self.progress_label.setText(f"{title}.")      # not the failed request's last "Reading …"
@@ -392,9 +344,10 @@ class MainWindow(QtWidgets.QMainWindow):
     # --- theme, help, settings -------------------------------------------------------------------------------
 
     def set_theme(self, name: str) -> None:
-        name = name if name in ("light", "dark") else "light"
+        """The light or dark theme for the docks and every diagram ("light" for an unknown name); remembered."""
+        name = preferences.theme_name(name)
         self.theme = name
-        apply_palette(QtWidgets.QApplication.instance(), name)
+        preferences.apply_palette(QtWidgets.QApplication.instance(), name)
         self.domains.set_theme(name)
         self.compare_figure.set_theme(name)
         self.decisions.set_theme(name)
@@ -403,70 +356,21 @@ class MainWindow(QtWidgets.QMainWindow):
         self.settings.setValue("theme", name)
 
     def show_definitions(self) -> None:
-        from calibview.core.stats.metrics import METRIC_HELP
+        """Help > Metric definitions: one line per metric."""
         text = "\n".join(f"{k}: {v}" for k, v in METRIC_HELP.items())
         QtWidgets.QMessageBox.information(self, "Metric definitions", text)
 
     def show_about(self) -> None:
+        """Help > About: the version and what calibview is for."""
         QtWidgets.QMessageBox.about(self, "About calibview", f"calibview {__version__}\nCalibration and "
                                     "sharpness of stored classifier logits.")
 
-    def _restore_session_settings(self) -> None:
-        s = self.settings
-        try:
-            self.session.bandwidth = min(max(float(s.value("bandwidth", 0.05)), H_MIN), H_MAX)
-        except (TypeError, ValueError):
-            self.session.bandwidth = 0.05
-        kernel = s.value("kernel", "gaussian")
-        self.session.kernel = kernel if kernel in ("gaussian", "epanechnikov") else "gaussian"
-
-    def _restore_layout(self) -> bool:
-        """Geometry and dock layout of the last session; False when there was none."""
-        geometry = self.settings.value("geometry")
-        state = self.settings.value("window_state")
-        if geometry is not None:
-            self.restoreGeometry(geometry)
-        if state is not None:
-            self.restoreState(state)
-        layout.fit_to_screen(self)          # a size saved on a bigger screen
-        return state is not None
-
     def save_settings(self) -> None:
-        s = self.settings
-        s.setValue("geometry", self.saveGeometry())
-        s.setValue("window_state", self.saveState())
-        s.setValue("bandwidth", self.session.bandwidth)
-        s.setValue("kernel", self.session.kernel)
-        s.setValue("theme", self.theme)
-        s.sync()
+        """Remember the geometry, the dock layout, the bandwidth, the kernel and the theme for the next session."""
+        preferences.save(self, self.settings, self.session, self.theme)
 
     def closeEvent(self, event: QtGui.QCloseEvent) -> None:
         self.save_settings()
         self.session.shutdown()
         super().closeEvent(event)
 
-
-def apply_palette(app: Optional[QtWidgets.QApplication], name: str) -> None:
-    """Fusion style with a light or dark palette, so the docks match the canvas."""
-    if app is None:
-        return
-    app.setStyle("Fusion")
-    if name == "light":
-        app.setPalette(app.style().standardPalette())
-        return
-    p = QtGui.QPalette()
-    c = QtGui.QColor
-    roles = {
-        QtGui.QPalette.Window: c(37, 38, 41), QtGui.QPalette.WindowText: c(225, 225, 225),
-        QtGui.QPalette.Base: c(27, 28, 30), QtGui.QPalette.AlternateBase: c(44, 45, 48),
-        QtGui.QPalette.ToolTipBase: c(50, 50, 54), QtGui.QPalette.ToolTipText: c(230, 230, 230),
-        QtGui.QPalette.Text: c(225, 225, 225), QtGui.QPalette.Button: c(48, 49, 53),
-        QtGui.QPalette.ButtonText: c(225, 225, 225), QtGui.QPalette.Highlight: c(56, 117, 215),
-        QtGui.QPalette.HighlightedText: c(255, 255, 255), QtGui.QPalette.PlaceholderText: c(140, 140, 140),
-    }
-    for role, color in roles.items():
-        p.setColor(role, color)
-    p.setColor(QtGui.QPalette.Disabled, QtGui.QPalette.Text, c(120, 120, 120))
-    p.setColor(QtGui.QPalette.Disabled, QtGui.QPalette.WindowText, c(110, 110, 110))
-    p.setColor(QtGui.QPalette.Disabled, QtGui.QPalette.ButtonText, c(120, 120, 120))
-    app.setPalette(p)

@@ -1,9 +1,10 @@
-"""Runs the core's :class:`~calibview.core.evaluation.engine.Engine` on a QThread. The only module that knows both Qt and the
-core's callbacks. The engine lives here, on the worker thread, so its cache is only ever touched by one thread.
+"""Runs the core's :class:`~calibview.core.evaluation.engine.Engine` on a QThread. The only module that knows both Qt
+and the core's callbacks. The engine lives here, on the worker thread, so its cache is only ever touched by one
+thread.
 
-Each request carries a generation number and its own cancel event; results travel back through queued signals
-tagged with that number, so the session can drop what a newer request has superseded (Orange3 #2184), and the
-worker never touches a widget (napari #2697).
+Each request carries a generation number and its own cancel event (gui.model.channel); results travel back through
+queued signals tagged with that number, so the session can drop what a newer request has superseded (a late
+answer must never replace a newer one), and the worker never touches a widget (widgets belong to the GUI thread).
 """
 
 from __future__ import annotations
@@ -11,9 +12,6 @@ from __future__ import annotations
 import threading
 import time
 import traceback
-from dataclasses import dataclass
-from types import MappingProxyType
-from typing import Mapping
 
 from PySide6 import QtCore
 
@@ -21,28 +19,8 @@ from calibview.core.evaluation.compare import CompareRequest, compare
 from calibview.core.evaluation.engine import Engine
 from calibview.core.errors import Cancelled, CalibviewError
 from calibview.core.evaluation.request import EvalRequest
-
-
-@dataclass(frozen=True)
-class SliceResult:
-    evaluation: object              # core.slices.SliceEvaluation
-    curves: Mapping[str, tuple]     # calibrator -> ((slice name, n, smoothing.BinnedStats), ...)
-    labels: Mapping[str, str]       # calibrator -> label
-
-
-def slice_result(engine: Engine, request: EvalRequest, by: str, cancel) -> SliceResult:
-    from calibview.core.stats import smoothing
-    from calibview.core.evaluation.slices import evaluate_slices
-
-    ev = evaluate_slices(engine, request, by, cancel=cancel)
-    scored = engine.scored(request, cancel=cancel)
-    fitted = engine.fitted(request, cancel=cancel)
-    curves = {}
-    for name, sc in scored.items():
-        st = sc.stats
-        curves[name] = tuple((s.name, s.n, smoothing.bin_stats(st.conf[s.rows], st.correct[s.rows],
-                                                                st.brier[s.rows])) for s in ev.slices if s.n)
-    return SliceResult(ev, MappingProxyType(curves), MappingProxyType({n: f.label for n, f in fitted.items()}))
+from calibview.gui.model.decisions import build_decisions
+from calibview.gui.model.slices import SliceResult, slice_result  # noqa: F401 (SliceResult: its old home)
 
 
 class EvaluationWorker(QtCore.QObject):
@@ -56,7 +34,7 @@ class EvaluationWorker(QtCore.QObject):
     finished = QtCore.Signal(int, object)            # generation, Evaluation(s)
     failed = QtCore.Signal(int, str)                 # generation, one-sentence message
     cancelled = QtCore.Signal(int)                   # generation
-    #: the Decisions view's data (gui.decision_data.Decisions), or a one-sentence message when it failed
+    #: the Decisions view's data (gui.model.decisions.Decisions), or a one-sentence message when it failed
     decided = QtCore.Signal(int, object)             # decisions generation, Decisions or str
     #: per-slice rows and curves (SliceResult), or a one-sentence message when they failed
     sliced = QtCore.Signal(int, object)              # slices generation, SliceResult or str
@@ -70,6 +48,8 @@ class EvaluationWorker(QtCore.QObject):
 
     @QtCore.Slot(int, object, object)
     def run(self, generation: int, request, cancel: threading.Event) -> None:
+        """Evaluate ``request`` (see the signals above for its kinds), answering with partial results, then
+        exactly one of finished, failed or cancelled, all tagged with ``generation``."""
         if cancel.is_set():
             self.cancelled.emit(generation)
             return
@@ -85,7 +65,7 @@ class EvaluationWorker(QtCore.QObject):
             if isinstance(request, EvalRequest):
                 result = self.engine.evaluate(request, progress=progress, cancel=cancel,
                                               on_partial=lambda ev: self.partial.emit(generation, ev))
-            elif isinstance(request, CompareRequest):       # result: a core.compare.Comparison
+            elif isinstance(request, CompareRequest):       # result: a core.evaluation.compare.Comparison
                 result = compare(self.engine, request.requests, request.reference, progress=progress,
                                  cancel=cancel, on_partial=lambda evs: self.partial.emit(generation, evs))
             else:
@@ -107,8 +87,6 @@ class EvaluationWorker(QtCore.QObject):
     def decide(self, generation: int, request: EvalRequest, cancel: threading.Event) -> None:
         """Per-sample vectors of the request's eval split (Engine.scored: a cache hit after its evaluation), sorted
         once per calibrator for the threshold slider."""
-        from calibview.gui.model.decisions import build_decisions
-
         def work():
             scored = self.engine.scored(request, cancel=cancel)
             fitted = self.engine.fitted(request, cancel=cancel)
@@ -118,8 +96,8 @@ class EvaluationWorker(QtCore.QObject):
 
     @QtCore.Slot(int, object, object, object)
     def slice(self, generation: int, request: EvalRequest, by: str, cancel: threading.Event) -> None:
-        """core.slices.evaluate_slices of the request by column ``by``, and each slice's binned statistics per
-        calibrator (the canvas overlay redraws their curves at any bandwidth)."""
+        """core.evaluation.slices.evaluate_slices of the request by column ``by``, and each slice's binned
+        statistics per calibrator (the canvas overlay redraws their curves at any bandwidth)."""
         self._answer(self.sliced, generation, cancel, lambda: slice_result(self.engine, request, by, cancel))
 
     def _answer(self, signal, generation: int, cancel: threading.Event, work) -> None:

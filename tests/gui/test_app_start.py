@@ -1,4 +1,4 @@
-"""Start-up defects of issue 11: missing Qt system libraries (one line, exit 1, not SIGABRT)."""
+"""Start-up defects: missing Qt system libraries (one line, exit 1, not SIGABRT)."""
 
 import pytest
 

@@ -7,42 +7,14 @@ import numpy as np
 import pytest
 from PySide6 import QtCore
 
-from calibview.core.evaluation.compare import compare, compare_columns, requests_for
+from calibview.core.evaluation.compare import compare, requests_for
 from calibview.core.evaluation.engine import Engine
-from calibview.core.io.logits import write_run
+from calibview.core.reports.contrasts import compare_columns
 from calibview.core.stats.metrics import METRIC_NAMES
 from calibview.gui.views.compare import MARK
-from calibview.gui.main_window import MainWindow
 
 WAIT_MS = 60_000
-
-
-def runs_file(path, n=500, k=4, seed=0):
-    """a (calibrated) and b (over-confident) on one test set; c on other labels; d on another dataset."""
-    rng = np.random.default_rng(seed)
-    val_y, test_y = rng.integers(0, k, n), rng.integers(0, k, n)
-    other = test_y.copy()
-    other[:5] = (other[:5] + 1) % k
-    z = {}
-    for split, y in (("val", val_y), ("test", test_y)):
-        z[split] = rng.normal(size=(n, k))
-        z[split][np.arange(n), y] += 1.5
-    for model, dataset, scale, y_test in (("a", "toy", 1.7, test_y), ("b", "toy", 4.0, test_y),
-                                          ("c", "toy", 1.0, other), ("d", "more", 1.0, test_y)):
-        for split, y in (("val", val_y), ("test", y_test)):       # b: a's logits, sharper (over-confident)
-            write_run(path, model, dataset, split, logits=(scale * z[split]).astype(np.float32), labels=y)
-    return path
-
-
-@pytest.fixture
-def window(qtbot, tmp_path):
-    settings = QtCore.QSettings(str(tmp_path / "settings.ini"), QtCore.QSettings.IniFormat)
-    w = MainWindow(settings=settings)
-    qtbot.addWidget(w)
-    w.session.n_boot = 60
-    w.show()
-    yield w
-    w.close()
+pytestmark = pytest.mark.window(n_boot=60)
 
 
 def _idle(qtbot, w, gen=0):
@@ -55,8 +27,8 @@ def _item(window, name):
     return next(picker.item(i) for i in range(picker.count()) if picker.item(i).text() == name)
 
 
-def test_comparing_two_runs_shows_both_diagrams_and_the_paired_differences(qtbot, window, tmp_path):
-    path = runs_file(tmp_path / "r.h5")
+def test_comparing_two_runs_shows_both_diagrams_and_the_paired_differences(qtbot, window, tmp_path, runs_file):
+    path = runs_file
     window.open_files([path])
     _idle(qtbot, window)
     picker = window.browser.run_picker
@@ -124,7 +96,7 @@ def test_comparing_two_runs_shows_both_diagrams_and_the_paired_differences(qtbot
     assert window.table.tabs.currentWidget() is view
     assert view.table.rowCount() == len(METRIC_NAMES) and view.table.columnCount() == 4
     assert "a/toy (reference)" in view.table.horizontalHeaderItem(0).text()
-    # its numbers are those of core.compare on the same requests, and its marks those of the intervals
+    # its numbers are those of core.evaluation.compare on the same requests, and its marks those of the intervals
     want = compare(Engine(), requests_for(s.evaluation.request, ["a/toy", "b/toy"]))
     marks = {(r["run"], r["calibrator"], m) for r in want.rows for m in METRIC_NAMES if r[f"significant_{m}"]}
     assert set(view.marked()) == marks and ("b/toy", "none", "ece") in marks
@@ -150,8 +122,8 @@ def test_comparing_two_runs_shows_both_diagrams_and_the_paired_differences(qtbot
     assert window.domains.isVisible() and not fig.isVisible() and len(window.domains.canvases()) == 1
 
 
-def test_a_run_on_other_labels_is_refused_with_one_sentence(qtbot, window, tmp_path):
-    path = runs_file(tmp_path / "r.h5")
+def test_a_run_on_other_labels_is_refused_with_one_sentence(qtbot, window, tmp_path, runs_file):
+    path = runs_file
     window.open_files([path])
     _idle(qtbot, window)
     gen = window.session.generation
@@ -165,8 +137,8 @@ def test_a_run_on_other_labels_is_refused_with_one_sentence(qtbot, window, tmp_p
     assert _item(window, "c/toy").checkState() == QtCore.Qt.Unchecked
 
 
-def test_closing_the_file_of_a_compared_run_compares_the_rest(qtbot, window, tmp_path):
-    path = runs_file(tmp_path / "r.h5")
+def test_closing_the_file_of_a_compared_run_compares_the_rest(qtbot, window, tmp_path, runs_file):
+    path = runs_file
     other = tmp_path / "copy.h5"
     other.write_bytes(path.read_bytes())                     # the same runs in a second file
     window.open_files([path, other])

@@ -12,22 +12,9 @@ from scipy.stats import binomtest
 
 from calibview.core.evaluation.engine import Engine
 from calibview.gui.views.decisions import STEPS, slider_to_threshold, threshold_to_slider
-from calibview.gui.main_window import MainWindow
-
-from test_domains_window import domains_file  # noqa: E402 (tests/gui is on sys.path)
 
 WAIT_MS = 60_000
-
-
-@pytest.fixture
-def window(qtbot, tmp_path):
-    w = MainWindow(settings=QtCore.QSettings(str(tmp_path / "s.ini"), QtCore.QSettings.IniFormat))
-    qtbot.addWidget(w)
-    w.session.n_boot = 0
-    w.resize(1280, 800)
-    w.show()
-    yield w
-    w.close()
+pytestmark = pytest.mark.window(n_boot=0, size=(1280, 800))
 
 
 def _open(qtbot, w, path):
@@ -43,16 +30,16 @@ def _direct(conf, correct, t):
     return n, hits / n, float(conf[above].mean()), ci.low, ci.high
 
 
-def test_nothing_is_computed_while_the_view_is_hidden(qtbot, window, tmp_path):
-    _open(qtbot, window, domains_file(tmp_path / "d.h5"))
+def test_nothing_is_computed_while_the_view_is_hidden(qtbot, window, domains_file):
+    _open(qtbot, window, domains_file)
     qtbot.wait(100)
     assert window.session.decisions is None          # the Decisions tab is behind Metrics
     window.decisions_dock.raise_()
     qtbot.waitUntil(lambda: window.session.decisions is not None, timeout=WAIT_MS)
 
 
-def test_audit_matches_direct_computation(qtbot, window, tmp_path):
-    path = domains_file(tmp_path / "d.h5")
+def test_audit_matches_direct_computation(qtbot, window, domains_file):
+    path = domains_file
     _open(qtbot, window, path)
     window.decisions_dock.raise_()
     qtbot.waitUntil(lambda: window.session.decisions is not None, timeout=WAIT_MS)
@@ -85,8 +72,8 @@ def test_audit_matches_direct_computation(qtbot, window, tmp_path):
     assert list(window.decisions.readout()) == ["none"] and window.decisions.table.rowCount() == 1
 
 
-def test_deploy_split_is_flagged_over_confident(qtbot, window, tmp_path):
-    _open(qtbot, window, domains_file(tmp_path / "d.h5"))
+def test_deploy_split_is_flagged_over_confident(qtbot, window, domains_file):
+    _open(qtbot, window, domains_file)
     window.browser.compare_list.item(1).setCheckState(QtCore.Qt.Checked)        # deploy
     qtbot.waitUntil(lambda: len(window.session.evaluations) == 2 and not window.session.busy, timeout=WAIT_MS)
     window.decisions_dock.raise_()
@@ -145,10 +132,10 @@ def test_threshold_move_latency_in_a_real_event_loop(qtbot, window, demo_file, c
     assert math.isclose(window.decisions.threshold, slider_to_threshold(996))
 
 
-def test_the_accuracy_interval_has_its_estimates_precision(qtbot, window, tmp_path):
-    """Issue 11: "97.12 [96.8, 97.4]" gave the interval one decimal fewer than its estimate."""
+def test_the_accuracy_interval_has_its_estimates_precision(qtbot, window, domains_file):
+    """The interval has its estimate's decimals ("97.12 [96.8, 97.4]" gave it one fewer)."""
     import re
-    _open(qtbot, window, domains_file(tmp_path / "d.h5"))
+    _open(qtbot, window, domains_file)
     window.decisions_dock.raise_()
     qtbot.waitUntil(lambda: window.session.decisions is not None, timeout=WAIT_MS)
     window.decisions.set_threshold(0.5)

@@ -7,33 +7,9 @@ import pytest
 from PySide6 import QtCore
 
 from calibview.cli import main as cli_main
-from calibview.core.io.logits import write_run
 from calibview.core.reports.tables import metric_columns
-from calibview.gui.main_window import MainWindow
 
 WAIT_MS = 60_000
-
-
-def domains_file(path, n=600, k=5, seed=0):
-    """val and test from one domain; deploy label-shifted (class 0 dominant) and sharper: over-confident."""
-    rng = np.random.default_rng(seed)
-    for split, scale, prior in (("val", 2.0, None), ("test", 2.0, None), ("deploy", 3.5, [0.6] + [0.1] * 4)):
-        y = rng.choice(k, size=n, p=prior)
-        z = rng.normal(size=(n, k))
-        z[np.arange(n), y] += 1.2
-        write_run(path, "net", "toy", split, logits=(scale * z).astype(np.float32), labels=y)
-    return path
-
-
-@pytest.fixture
-def window(qtbot, tmp_path):
-    settings = QtCore.QSettings(str(tmp_path / "settings.ini"), QtCore.QSettings.IniFormat)
-    w = MainWindow(settings=settings)
-    qtbot.addWidget(w)
-    w.session.n_boot = 100
-    w.show()
-    yield w
-    w.close()
 
 
 def _idle(qtbot, w):
@@ -49,8 +25,8 @@ def _check(window, name):
     raise AssertionError(name)
 
 
-def test_compare_on_a_deploy_split(qtbot, window, tmp_path):
-    path = domains_file(tmp_path / "d.h5")
+def test_compare_on_a_deploy_split(qtbot, window, tmp_path, domains_file):
+    path = domains_file
     window.open_files([path])
     _idle(qtbot, window)
     assert len(window.domains.canvases()) == 1
@@ -110,8 +86,8 @@ def test_compare_on_a_deploy_split(qtbot, window, tmp_path):
     assert window.table.metrics_proxy.headerData(1, QtCore.Qt.Horizontal) != "Split"
 
 
-def test_a_new_run_starts_without_compare_splits(qtbot, window, tmp_path, demo_file):
-    path = domains_file(tmp_path / "d.h5")
+def test_a_new_run_starts_without_compare_splits(qtbot, window, demo_file, domains_file):
+    path = domains_file
     window.open_files([path])
     _idle(qtbot, window)
     _check(window, "deploy")

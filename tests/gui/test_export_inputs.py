@@ -1,4 +1,4 @@
-"""A window export never replaces the file it shows (issue 12, item 1)."""
+"""A window export never replaces the file it shows; File > Export figure opens the publication dialog."""
 
 from __future__ import annotations
 
@@ -6,21 +6,16 @@ import os
 import shutil
 
 import pytest
-from PySide6 import QtCore, QtGui
-
-from calibview.gui.main_window import MainWindow
+from PySide6 import QtGui
 
 pytestmark = pytest.mark.qt
 
 
-def test_export_onto_the_open_file_is_refused(qtbot, tmp_path, demo_file):
+def test_export_onto_the_open_file_is_refused(qtbot, make_window, tmp_path, demo_file):
     data = tmp_path / "demo.h5"
     shutil.copyfile(demo_file, data)
     os.link(data, tmp_path / "alias.csv")
-    w = MainWindow(settings=QtCore.QSettings(str(tmp_path / "s.ini"), QtCore.QSettings.IniFormat))
-    qtbot.addWidget(w)
-    w.session.n_boot = 0
-    w.show()
+    w = make_window(n_boot=0)
     w.open_files([data])
     qtbot.waitUntil(lambda: not w.session.busy and w.session.evaluation is not None, timeout=120_000)
     before = (data.read_bytes(), os.stat(data).st_mtime_ns)
@@ -32,19 +27,15 @@ def test_export_onto_the_open_file_is_refused(qtbot, tmp_path, demo_file):
             w.error_box.close()
     assert (data.read_bytes(), os.stat(data).st_mtime_ns) == before
     assert w.export("json", str(tmp_path / "c.json"))
-    w.close()
 
 
-def test_file_menu_opens_the_publication_export_dialog(qtbot, tmp_path, demo_file, monkeypatch):
-    """File > Export figure (Ctrl+E) is the PNG/SVG/PDF dialog with size and DPI, not a screen grab (issue 11)."""
+def test_file_menu_opens_the_publication_export_dialog(qtbot, make_window, demo_file, monkeypatch):
+    """File > Export figure (Ctrl+E) is the PNG/SVG/PDF dialog with size and DPI, not a screen grab."""
     from calibview.plot import export_dialog
 
     opened = []
     monkeypatch.setattr(export_dialog.ExportDialog, "exec", lambda self: opened.append(self.options()) or 0)
-    w = MainWindow(settings=QtCore.QSettings(str(tmp_path / "s.ini"), QtCore.QSettings.IniFormat))
-    qtbot.addWidget(w)
-    w.session.n_boot = 0
-    w.show()
+    w = make_window(n_boot=0)
     (action,) = [a for a in w.findChildren(QtGui.QAction) if a.shortcut().toString() == "Ctrl+E"]
     action.trigger()
     assert not opened and w.last_error is not None            # nothing evaluated yet: one sentence, no dialog
@@ -54,4 +45,3 @@ def test_file_menu_opens_the_publication_export_dialog(qtbot, tmp_path, demo_fil
     qtbot.waitUntil(lambda: not w.session.busy and w.session.evaluation is not None, timeout=120_000)
     action.trigger()
     assert len(opened) == 1 and opened[0].dpi > 0
-    w.close()

@@ -1,26 +1,13 @@
-"""Issue 11: the window fits a laptop (1280 x 720, 1366 x 768) and still uses a large screen."""
+"""The window fits a laptop (1280 x 720, 1366 x 768) and still uses a large screen."""
 
 import pytest
 from PySide6 import QtCore, QtWidgets
 
 from calibview.gui import layout
-from calibview.gui.main_window import MainWindow
 
 WAIT_MS = 120_000
 TITLE_BAR = 30          # a window manager's frame and title bar
-
-
-@pytest.fixture
-def window(qtbot, tmp_path, demo_file):
-    settings = QtCore.QSettings(str(tmp_path / "settings.ini"), QtCore.QSettings.IniFormat)
-    w = MainWindow(settings=settings)
-    qtbot.addWidget(w)
-    w.session.n_boot = 0
-    w.show()
-    w.open_files([demo_file])
-    qtbot.waitUntil(lambda: not w.session.busy and w.session.evaluation is not None, timeout=WAIT_MS)
-    yield w
-    w.close()
+pytestmark = pytest.mark.window(n_boot=0, demo=True)
 
 
 @pytest.mark.parametrize("size", [(1280, 720), (1366, 768)])
@@ -70,16 +57,10 @@ def test_the_browser_shows_split_sizes_in_a_tooltip(window):
     assert "val: N = 5,000" in items[0].toolTip(2) and "test: N = 10,000" in items[0].toolTip(2)
 
 
-def test_a_first_start_on_a_laptop_gives_the_diagram_more_height_than_the_table(qtbot, tmp_path, demo_file):
+def test_a_first_start_on_a_laptop_gives_the_diagram_more_height_than_the_table(qtbot, make_window, demo_file):
     """Without a saved layout the metrics dock took its table's full height and squeezed the diagram."""
-    settings = QtCore.QSettings(str(tmp_path / "fresh.ini"), QtCore.QSettings.IniFormat)
-    w = MainWindow(settings=settings)
-    qtbot.addWidget(w)
-    w.session.n_boot = 0
-    w.resize(1205, 662)                     # the default size on a 1280 x 720 screen
-    w.show()
+    w = make_window(n_boot=0, settings="fresh.ini", size=(1205, 662))    # the default size on a 1280 x 720 screen
     w.open_files([demo_file])
     qtbot.waitUntil(lambda: not w.session.busy and w.session.evaluation is not None, timeout=WAIT_MS)
     qtbot.wait(100)
     assert w.canvas.height() > 1.2 * w.table_dock.height()
-    w.close()

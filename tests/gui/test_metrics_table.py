@@ -13,8 +13,9 @@ pytest.importorskip("pytestqt")
 from PySide6 import QtWidgets  # noqa: E402
 from PySide6.QtCore import Qt  # noqa: E402
 
-from calibview.core.evaluation.request import EvalRequest, evaluate  # noqa: E402
-from calibview.core.io.logits import write_run  # noqa: E402
+from calibview.core.evaluation.engine import evaluate  # noqa: E402
+from calibview.core.evaluation.request import EvalRequest  # noqa: E402
+from calibview.core.io.writer import write_run  # noqa: E402
 from calibview.core.stats.metrics import METRIC_NAMES  # noqa: E402
 from calibview.core.reports.tables import metrics_csv, metrics_rows  # noqa: E402
 from calibview.gui.views.metrics_table import VALUE_TEXT_ROLE, MetricsTable  # noqa: E402
@@ -272,7 +273,7 @@ def test_without_bootstrap_a_cell_shows_only_the_value(table, demo_file):
 
 
 def test_precision_is_fixed_per_column_and_matches_the_shared_convention(table, demo_ev):
-    """Issue 11: precision jumped to 4-6 decimals when a calibrator with tiny values joined; dECE showed "0.0".
+    """Precision jumped to 4-6 decimals when a calibrator with tiny values joined; dECE showed "0.0".
     Every cell now reads as calibview.core.reports.units says, whatever else the column holds."""
     from calibview.core.reports import units
     table.set_evaluation(demo_ev)

@@ -1,33 +1,21 @@
-"""The worker's life: closing the window joins it, and a stale *completed* result is dropped (issue 9, 8.8-8.9)."""
+"""The worker's life: closing the window joins it, and a stale *completed* result is dropped."""
 
 import logging
 import threading
 import time
 
-import numpy as np
 import pytest
-from PySide6 import QtCore
 
 from calibview.core.errors import Cancelled
-from calibview.core.evaluation.request import EvalRequest, evaluate
-from calibview.core.io.logits import write_run
+from calibview.core.evaluation.engine import evaluate
+from calibview.core.evaluation.request import EvalRequest
 from calibview.gui import worker as worker_module
-from calibview.gui.main_window import MainWindow
-from calibview.gui.session import Session
 
 
-def _file(path, n=200_000, k=50):
-    rng = np.random.default_rng(1)
-    for split in ("val", "test"):
-        write_run(path, "big", "data", split, logits=rng.normal(size=(n, k)).astype(np.float32),
-                  labels=rng.integers(0, k, n), compression=None)
-    return path
-
-
-def test_closing_the_window_joins_a_worker_stuck_in_a_long_step(qtbot, tmp_path, monkeypatch, capfd, caplog):
+def test_closing_the_window_joins_a_worker_stuck_in_a_long_step(make_window, big_file, monkeypatch, capfd, caplog):
     """A step that does not look at the cancel event for longer than shutdown's first wait (5 s): before, the
     window closed with the thread still running and Qt aborted with "Destroyed while thread is still running"."""
-    path = _file(tmp_path / "big.h5")
+    path = big_file(n=200_000, k=50)
     started = threading.Event()
 
     real = worker_module.Engine.evaluate
@@ -38,9 +26,7 @@ def test_closing_the_window_joins_a_worker_stuck_in_a_long_step(qtbot, tmp_path,
         return real(self, request, progress=progress, cancel=cancel, on_partial=on_partial)
 
     monkeypatch.setattr(worker_module.Engine, "evaluate", slow_then_real)
-    w = MainWindow(settings=QtCore.QSettings(str(tmp_path / "s.ini"), QtCore.QSettings.IniFormat))
-    qtbot.addWidget(w)
-    w.show()
+    w = make_window(n_boot=1000)
     w.open_files([path])
     assert started.wait(10)
     thread = w.session._thread
@@ -54,11 +40,9 @@ def test_closing_the_window_joins_a_worker_stuck_in_a_long_step(qtbot, tmp_path,
     assert "Destroyed while thread" not in capfd.readouterr().err
 
 
-def test_closing_the_window_right_after_starting_joins_the_worker(qtbot, tmp_path, capfd):
-    path = _file(tmp_path / "big.h5")
-    w = MainWindow(settings=QtCore.QSettings(str(tmp_path / "s.ini"), QtCore.QSettings.IniFormat))
-    qtbot.addWidget(w)
-    w.show()
+def test_closing_the_window_right_after_starting_joins_the_worker(make_window, big_file, capfd):
+    path = big_file(n=200_000, k=50)
+    w = make_window(n_boot=1000)
     w.open_files([path])
     assert w.session.busy
     w.close()
@@ -67,7 +51,7 @@ def test_closing_the_window_right_after_starting_joins_the_worker(qtbot, tmp_pat
 
 
 @pytest.fixture
-def held_session(qtbot, monkeypatch):
+def held_session(session):
     """A Session whose worker holds every request until released, then reports it cancelled."""
     gate = threading.Event()
 
@@ -76,11 +60,9 @@ def held_session(qtbot, monkeypatch):
             gate.wait(30)
             raise Cancelled()
 
-    session = Session()
     session._worker.engine = Held()
     yield session
     gate.set()
-    session.shutdown()
 
 
 def test_a_completed_result_of_an_older_request_is_dropped(qtbot, held_session, demo_file):
@@ -102,22 +84,34 @@ def test_a_completed_result_of_an_older_request_is_dropped(qtbot, held_session, 
     assert session.evaluation is new_result and emitted == [new_result]
 
 
-def test_hidden_calibrators_stay_hidden_through_partial_results(qtbot, demo_file):
+def test_hidden_calibrators_stay_hidden_through_partial_results(qtbot, session, demo_file):
     """Partial results bring calibrators one at a time; one the user hid must not reappear."""
-    session = Session()
-    try:
-        session.open_file(demo_file, select=False)
-        path = next(iter(session.files))
-        session.set_calibrators(["ts", "mrr"])
-        session.n_boot = 0
-        with qtbot.waitSignal(session.busy_changed, timeout=60000, check_params_cb=lambda busy: not busy):
-            session.select_run(path, "resnet110-brier/cifar10")
-        session.set_visible({"none", "ts"})                         # hide mrr
-        seen = []
-        session.visible_changed.connect(lambda v: seen.append(set(v)))
-        with qtbot.waitSignal(session.busy_changed, timeout=60000, check_params_cb=lambda busy: not busy):
-            session.select_run(path, "resnet110-flsd53/cifar10")    # scored anew: partials arrive
-        assert seen and all("mrr" not in v for v in seen)
-        assert session.visible == {"none", "ts"}
-    finally:
-        session.shutdown()
+    session.open_file(demo_file, select=False)
+    path = next(iter(session.files))
+    session.set_calibrators(["ts", "mrr"])
+    session.n_boot = 0
+    with qtbot.waitSignal(session.busy_changed, timeout=60000, check_params_cb=lambda busy: not busy):
+        session.select_run(path, "resnet110-brier/cifar10")
+    session.set_visible({"none", "ts"})                         # hide mrr
+    seen = []
+    session.visible_changed.connect(lambda v: seen.append(set(v)))
+    with qtbot.waitSignal(session.busy_changed, timeout=60000, check_params_cb=lambda busy: not busy):
+        session.select_run(path, "resnet110-flsd53/cifar10")    # scored anew: partials arrive
+    assert seen and all("mrr" not in v for v in seen)
+    assert session.visible == {"none", "ts"}
+
+
+def test_the_session_is_the_models_qt_face(session):
+    """Every model event is a signal of the same name; settings written on the session are the model's."""
+    from PySide6 import QtCore
+
+    from calibview.gui.model.window import EVENTS
+
+    assert all(isinstance(getattr(type(session), e), QtCore.Signal) for e in EVENTS)
+    seen = []
+    session.bandwidth_changed.connect(lambda h, k: seen.append((h, k)))
+    session.set_bandwidth(0.2, "epanechnikov")
+    assert seen == [(0.2, "epanechnikov")]
+    session.n_boot = 7
+    assert session.model.settings.n_boot == 7 and session.n_boot == 7
+    assert session.evaluate() == 0 and session.generation == 0 and not session.busy     # nothing open

@@ -1,5 +1,5 @@
 """Slices in the window: the Slices tab's combo lists the split's metadata columns, its rows are
-core.slices.evaluate_slices' records (computed on the worker), and the canvas overlays each slice's curve."""
+core.evaluation.slices.evaluate_slices' records (computed on the worker), and the canvas overlays each slice's curve."""
 
 import numpy as np
 import pytest
@@ -7,40 +7,13 @@ from PySide6 import QtCore
 
 from calibview.core.stats import smoothing
 from calibview.core.evaluation.engine import Engine
-from calibview.core.io.logits import write_run
-from calibview.gui.main_window import MainWindow
 
 slices = pytest.importorskip("calibview.core.evaluation.slices")
 WAIT_MS = 60_000
 
 
-def sliced_file(path, n=1200, k=4, seed=0):
-    """site B is over-confident (its logits scaled up), site A is not."""
-    rng = np.random.default_rng(seed)
-    for split in ("val", "test"):
-        y = rng.integers(0, k, n)
-        z = rng.normal(size=(n, k))
-        z[np.arange(n), y] += 1.0
-        site = np.where(rng.random(n) < 0.5, "A", "B")
-        z[site == "B"] *= 3.0
-        write_run(path, "m", "d", split, logits=(1.5 * z).astype(np.float32), labels=y,
-                  meta={"site": site, "age": rng.uniform(20, 80, n)})
-    return path
-
-
-@pytest.fixture
-def window(qtbot, tmp_path):
-    w = MainWindow(settings=QtCore.QSettings(str(tmp_path / "s.ini"), QtCore.QSettings.IniFormat))
-    qtbot.addWidget(w)
-    w.session.n_boot = 100
-    w.show()
-    yield w
-    w.close()
-
-
-def test_slice_by_a_metadata_column(qtbot, window, tmp_path):
-    path = sliced_file(tmp_path / "s.h5")
-    window.open_files([path])
+def test_slice_by_a_metadata_column(qtbot, window, sliced_file):
+    window.open_files([sliced_file])
     qtbot.waitUntil(lambda: not window.session.busy and window.session.evaluation is not None, timeout=WAIT_MS)
     view = window.slices_view
     assert [view.combo.itemText(i) for i in range(view.combo.count())] == ["(none)", "class", "site", "age"]
@@ -77,8 +50,8 @@ def test_slice_by_a_metadata_column(qtbot, window, tmp_path):
     assert window.session.slices is None and view.table.rowCount() == 0 and window.slice_overlay.drawn() == []
 
 
-def test_slice_by_class(qtbot, window, tmp_path):
-    window.open_files([sliced_file(tmp_path / "s.h5")])
+def test_slice_by_class(qtbot, window, sliced_file):
+    window.open_files([sliced_file])
     qtbot.waitUntil(lambda: not window.session.busy and window.session.evaluation is not None, timeout=WAIT_MS)
     window.session.set_slice_by("class")
     qtbot.waitUntil(lambda: window.session.slices is not None, timeout=WAIT_MS)
@@ -86,8 +59,8 @@ def test_slice_by_class(qtbot, window, tmp_path):
     assert len(window.slice_overlay.drawn()) == 4
 
 
-def test_slices_follow_a_new_evaluation(qtbot, window, tmp_path):
-    window.open_files([sliced_file(tmp_path / "s.h5")])
+def test_slices_follow_a_new_evaluation(qtbot, window, sliced_file):
+    window.open_files([sliced_file])
     qtbot.waitUntil(lambda: not window.session.busy and window.session.evaluation is not None, timeout=WAIT_MS)
     window.session.set_slice_by("site")
     window.session.set_bandwidth(0.1)

@@ -1,4 +1,4 @@
-"""The window's process runs torch's OpenMP threads passive (issue 9, point 7): spinning idle threads starve the
+"""The window's process runs torch's OpenMP threads passive: spinning idle threads starve the
 evaluation whenever the GUI, Qt's render threads or anything else on the desktop needs a core."""
 
 import os

@@ -3,28 +3,15 @@
 import csv
 import time
 
-import h5py
 import numpy as np
 import pytest
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from calibview.cli import main as cli_main
-from calibview.core.io.logits import write_run
 from calibview.core.reports.tables import metric_columns
-from calibview.gui.main_window import MainWindow, bandwidth_to_slider, slider_to_bandwidth
+from calibview.gui.main_window import bandwidth_to_slider, slider_to_bandwidth
 
 WAIT_MS = 120_000
-
-
-@pytest.fixture
-def window(qtbot, tmp_path, demo_file):
-    settings = QtCore.QSettings(str(tmp_path / "settings.ini"), QtCore.QSettings.IniFormat)
-    w = MainWindow(settings=settings)
-    qtbot.addWidget(w)
-    w.session.n_boot = 100                      # keep the suite quick; intervals are tested in the core
-    w.show()
-    yield w
-    w.close()
 
 
 def assert_drawn_is_core_curve(window, result, h, kernel="gaussian"):
@@ -42,15 +29,6 @@ def assert_drawn_is_core_curve(window, result, h, kernel="gaussian"):
 
 def _wait_idle(qtbot, w, timeout=WAIT_MS):
     qtbot.waitUntil(lambda: not w.session.busy and w.session.evaluation is not None, timeout=timeout)
-
-
-def _big_file(path, n=400_000, k=100):
-    rng = np.random.default_rng(0)
-    for split in ("val", "test"):
-        y = rng.integers(0, k, n)
-        z = rng.normal(size=(n, k)).astype(np.float32)
-        write_run(path, "big", "data", split, logits=z, labels=y, compression=None)
-    return path
 
 
 def test_starts_on_the_demo_and_draws_its_diagram(qtbot, window, demo_file):
@@ -142,7 +120,7 @@ def test_exports(qtbot, window, demo_file, tmp_path):
     assert window.export("json", str(tmp_path / "c.json"))
 
 
-def test_malformed_file_gives_a_dialog_not_a_crash(qtbot, window, tmp_path, demo_file):
+def test_malformed_file_gives_a_dialog_not_a_crash(qtbot, window, tmp_path, nan_file):
     bad = tmp_path / "bad.h5"
     bad.write_text("this is not hdf5")
     window.open_files([bad])
@@ -150,21 +128,15 @@ def test_malformed_file_gives_a_dialog_not_a_crash(qtbot, window, tmp_path, demo
     assert window.error_box is not None and window.error_box.isVisible()
     window.error_box.close()
     # NaN logits pass the metadata check and fail in the worker: a dialog again, the window lives on
-    nan = tmp_path / "nan.h5"
-    z = np.zeros((20, 3), np.float32)
-    z[3] = np.nan
-    with h5py.File(nan, "w") as f:
-        f["m/d/test/logits"] = z
-        f["m/d/test/labels"] = np.zeros(20, np.int64)
     window.last_error = None
-    window.open_files([nan])
+    window.open_files([nan_file])
     qtbot.waitUntil(lambda: window.last_error is not None, timeout=WAIT_MS)
-    assert "NaN" in window.last_error[1] and str(nan) in window.last_error[1]
+    assert "NaN" in window.last_error[1] and str(nan_file) in window.last_error[1]
     assert not window.session.busy
 
 
-def test_cancel_a_long_evaluation(qtbot, window, tmp_path):
-    path = _big_file(tmp_path / "big.h5")
+def test_cancel_a_long_evaluation(qtbot, window, big_file):
+    path = big_file()
     window.session.n_boot = 1000
     window.open_files([path])
     qtbot.waitUntil(lambda: window.session.busy, timeout=5000)
@@ -177,8 +149,8 @@ def test_cancel_a_long_evaluation(qtbot, window, tmp_path):
     assert window.progress_label.text() == "cancelled"
 
 
-def test_a_second_request_while_one_runs_wins(qtbot, window, tmp_path, demo_file):
-    path = _big_file(tmp_path / "big.h5")
+def test_a_second_request_while_one_runs_wins(qtbot, window, demo_file, big_file):
+    path = big_file()
     window.session.n_boot = 1000
     window.open_files([path])
     qtbot.waitUntil(lambda: window.session.busy, timeout=5000)
@@ -202,9 +174,9 @@ def test_theme_switch_and_settings_persist(qtbot, window, tmp_path, demo_file):
     assert str(demo_file.resolve()) in (s.value("recent") or [])
 
 
-def test_event_loop_keeps_running_during_a_large_evaluation(qtbot, window, tmp_path):
+def test_event_loop_keeps_running_during_a_large_evaluation(qtbot, window, big_file):
     """A freeze shows as a long gap between timer ticks (measured precisely in benchmarks/bench_gui.py)."""
-    path = _big_file(tmp_path / "big.h5", n=200_000)
+    path = big_file(n=200_000)
     window.session.n_boot = 300
     ticks = []
     timer = QtCore.QTimer()
@@ -217,8 +189,8 @@ def test_event_loop_keeps_running_during_a_large_evaluation(qtbot, window, tmp_p
     assert len(ticks) > 20 and gaps.max() < 1.0, gaps.max()
 
 
-def test_cancel_puts_the_pickers_back_to_what_is_shown(qtbot, window, tmp_path, demo_file):
-    path = _big_file(tmp_path / "big.h5")
+def test_cancel_puts_the_pickers_back_to_what_is_shown(qtbot, window, demo_file, big_file):
+    path = big_file()
     window.session.n_boot = 1000
     window.open_files([demo_file])
     _wait_idle(qtbot, window)
@@ -251,7 +223,7 @@ def test_calibrator_options_from_the_panel(qtbot, window, demo_file):
 
 
 def test_a_non_numeric_lambda_is_refused_with_a_message(qtbot, window, demo_file):
-    """Not quietly replaced by 'auto' (issue 9, point 8.7)."""
+    """Not quietly replaced by 'auto'."""
     window.open_files([demo_file])
     _wait_idle(qtbot, window)
     for name, box in window.panel.boxes.items():

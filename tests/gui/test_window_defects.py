@@ -1,25 +1,10 @@
-"""Defects of issue 11 found by a first-time user, each pinned: recent files, the status bar's fields, stale
+"""Defects found by a first-time user, each pinned: recent files, the status bar's fields, stale
 progress text after a failure."""
 
-import h5py
-import numpy as np
 import pytest
-from PySide6 import QtCore
-
-from calibview.gui.main_window import MainWindow
 
 WAIT_MS = 120_000
-
-
-@pytest.fixture
-def window(qtbot, tmp_path):
-    settings = QtCore.QSettings(str(tmp_path / "settings.ini"), QtCore.QSettings.IniFormat)
-    w = MainWindow(settings=settings)
-    qtbot.addWidget(w)
-    w.session.n_boot = 0
-    w.show()
-    yield w
-    w.close()
+pytestmark = pytest.mark.window(n_boot=0)
 
 
 def _wait_idle(qtbot, w):
@@ -30,21 +15,18 @@ def _recent_titles(w):
     return [a.text() for a in w.recent_menu.actions()]
 
 
-def test_open_recent_keeps_whole_paths_after_a_second_file(qtbot, tmp_path, demo_file):
+def test_open_recent_keeps_whole_paths_after_a_second_file(qtbot, make_window, tmp_path, demo_file):
     """A previous session that opened one file leaves `recent=/path` in the settings file, which reads back as a
     plain string; iterated, it made the menu "/", "t", "m", ... once a second file was opened."""
     ini = tmp_path / "previous-session.ini"       # never opened in this process: Qt parses the file itself
     ini.write_text(f"[General]\nrecent={demo_file.resolve()}\n")
     second = tmp_path / "copy.h5"
     second.write_bytes(demo_file.read_bytes())
-    w = MainWindow(settings=QtCore.QSettings(str(ini), QtCore.QSettings.IniFormat))
-    qtbot.addWidget(w)
-    w.session.n_boot = 0
+    w = make_window(n_boot=0, settings=ini.name, show=False)
     assert _recent_titles(w) == [str(demo_file.resolve())]
     w.open_files([second])
     _wait_idle(qtbot, w)
     assert _recent_titles(w) == [str(second.resolve()), str(demo_file.resolve())]
-    w.close()
 
 
 def test_hover_readout_has_its_own_field_and_leaves_the_status_alone(qtbot, window, demo_file):
@@ -77,16 +59,10 @@ def test_a_long_progress_message_is_elided_at_its_end_not_widening_the_window(qt
     assert shown.startswith("Reading") and shown.endswith("…")   # its beginning stays readable
 
 
-def test_a_failed_evaluation_does_not_leave_its_reading_message(qtbot, window, tmp_path):
-    nan = tmp_path / "nan.h5"
-    z = np.zeros((20, 3), np.float32)
-    z[3] = np.nan
-    with h5py.File(nan, "w") as f:
-        f["m/d/test/logits"] = z
-        f["m/d/test/labels"] = np.zeros(20, np.int64)
+def test_a_failed_evaluation_does_not_leave_its_reading_message(qtbot, window, nan_file):
     messages = []
     window.session.progress_changed.connect(lambda f, m: messages.append(m))
-    window.open_files([nan])
+    window.open_files([nan_file])
     qtbot.waitUntil(lambda: window.last_error is not None, timeout=WAIT_MS)
     qtbot.waitUntil(lambda: not window.session.busy, timeout=WAIT_MS)
     qtbot.wait(50)

@@ -21,6 +21,8 @@ CURVE_POINTS = 1000
 
 @dataclass(frozen=True)
 class CalibratorDecisions:
+    """One calibrator's risk-coverage curve (coverage and selective risk, fractions, downsampled) and its sorted
+    confidences for the threshold lookup."""
     name: str
     label: str
     coverage: np.ndarray = field(repr=False)     # (<= CURVE_POINTS,) at tie-group ends

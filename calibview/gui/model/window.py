@@ -1,277 +1,273 @@
-"""Session: the document, the only mutable state of the window, and the owner of the evaluation worker."""
+"""The window's whole state in plain Python: the document, the next request's settings, the latest result of
+each kind, and one "latest request wins" channel per kind of background request.
+
+:class:`WindowModel` never touches Qt. It tells what changed by calling ``notify(event, *args)`` with one of
+:data:`EVENTS` (the Session adaptor emits the Qt signal of that name), and sends work to the worker through three
+callables, ``ask_evaluation(generation, request, cancel)``, ``ask_decisions(generation, request, cancel)`` and
+``ask_slices(generation, request, column, cancel)``; the worker's answers come back through the ``evaluation_*``,
+``decisions_answered`` and ``slices_answered`` methods, tagged with the generation they were asked with.
+
+Channels: evaluations (one run on one or more eval splits, or runs compared on the same samples: each replaces
+what the diagram shows), the Decisions view's data (asked only while that view is shown) and the slices of the
+evaluation split by a column.
+"""
 
 from __future__ import annotations
 
-import logging
-import threading
-from dataclasses import replace
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
-from PySide6 import QtCore
-
-from calibview.core import calibrators as calib
-from calibview.core.io import logits as lg
 from calibview.core.errors import CalibviewError
-from calibview.core.evaluation.request import EvalRequest, Evaluation, default_splits
-from calibview.gui.worker import EvaluationWorker
+from calibview.core.evaluation.compare import CompareRequest
+from calibview.core.evaluation.request import EvalRequest
+from calibview.core.evaluation.results import Evaluation
+from calibview.core.io.discovery import list_runs
+from calibview.gui.model.channel import Channel
+from calibview.gui.model.document import Document, Settings
 
-DEFAULT_CALIBRATORS = ("none", "ts")
-_log = logging.getLogger(__name__)
+#: what ``notify`` may be called with, and its arguments
+EVENTS = {
+    "files_changed": "()",
+    "selection_changed": "(): the run or its splits",
+    "evaluation_started": "(generation)",
+    "progress_changed": "(fraction, message)",
+    "evaluation_changed": "(Evaluation or None)",
+    "busy_changed": "(busy)",
+    "error_occurred": "(title, one-sentence message)",
+    "bandwidth_changed": "(bandwidth, kernel): the curves only, never the worker",
+    "visible_changed": "(frozenset of the shown calibrators' names)",
+    "decisions_changed": "(model.decisions.Decisions or None)",
+    "slices_changed": "(model.slices.SliceResult or None)",
+    "comparison_changed": "(core.evaluation.compare.Comparison or None)",
+}
 
 
-class Session(QtCore.QObject):
-    """Open files, the selected run and splits, the settings of the next evaluation and its latest result.
+def _ignore(*_args) -> None:
+    return None
 
-    Views call its methods and react to its signals; they never talk to each other or to the worker.
-    """
 
-    files_changed = QtCore.Signal()
-    selection_changed = QtCore.Signal()                 # run or splits changed
-    evaluation_started = QtCore.Signal(int)             # generation
-    progress_changed = QtCore.Signal(float, str)
-    evaluation_changed = QtCore.Signal(object)          # Evaluation or None
-    busy_changed = QtCore.Signal(bool)
-    error_occurred = QtCore.Signal(str, str)            # title, one-sentence message
-    bandwidth_changed = QtCore.Signal(float, str)       # bandwidth, kernel: curves only, never the worker
-    visible_changed = QtCore.Signal(object)             # frozenset of shown calibrator names
-    decisions_changed = QtCore.Signal(object)           # gui.decision_data.Decisions or None
-    slices_changed = QtCore.Signal(object)              # gui.worker.SliceResult or None
-    comparison_changed = QtCore.Signal(object)          # core.compare.Comparison or None
+class WindowModel:
+    """The open files, the selection, the settings of the next request and the latest results, Qt-free.
 
-    _request = QtCore.Signal(int, object, object)       # to the worker thread (queued)
-    _decide = QtCore.Signal(int, object, object)        # to the worker thread (queued)
-    _slice = QtCore.Signal(int, object, object, object)  # to the worker thread (queued)
+    Results of each kind: ``evaluation`` (the reference) and ``evaluations`` (one per eval split or compared run,
+    ``evaluations[0]`` is ``evaluation``), ``comparison`` (the paired differences while runs are compared),
+    ``decisions`` and ``slices``."""
 
-    def __init__(self, parent: Optional[QtCore.QObject] = None) -> None:
-        super().__init__(parent)
-        self.files: dict[str, list[lg.RunInfo]] = {}
-        self.run: Optional[lg.RunInfo] = None
-        self.fit_split: Optional[str] = None
-        self.eval_split: Optional[str] = None
-        self.compare_splits: tuple[str, ...] = ()    # further eval splits (domains), after eval_split
-        self.compare_runs: tuple[tuple[str, str], ...] = ()   # (file, run) compared with run (the reference)
-        self.comparison = None                       # core.compare.Comparison of the shown evaluations
-        self.calibrators: tuple[str, ...] = DEFAULT_CALIBRATORS
-        self.bins: int | str = 15
-        self.n_boot = 1000
-        self.bandwidth = 0.05
-        self.kernel = "gaussian"
-        self.device = "auto"
-        self.options: tuple = ()                      # per-calibrator options, as EvalRequest.options
+    def __init__(self, notify: Callable[..., None] = _ignore, *, ask_evaluation: Callable = _ignore,
+                 ask_decisions: Callable = _ignore, ask_slices: Callable = _ignore) -> None:
+        self.notify = notify
+        self._ask_evaluation, self._ask_decisions, self._ask_slices = ask_evaluation, ask_decisions, ask_slices
+        self.document = Document()
+        self.settings = Settings()
+        self.evaluation_channel = Channel()
+        self.decisions_channel = Channel()
+        self.slices_channel = Channel()
+        self._asked = None                     # the latest request sent on the evaluation channel
         self.evaluation: Optional[Evaluation] = None
-        self.evaluations: tuple[Evaluation, ...] = ()   # one per eval split; evaluations[0] is evaluation
+        self.evaluations: tuple[Evaluation, ...] = ()
+        self.comparison = None
         self.visible: frozenset[str] = frozenset()
-        self._hidden: set[str] = set()              # calibrators the user hid (kept across evaluations)
-        self.generation = 0
-        # The Decisions view's data: asked for only while that view is shown, for one eval split
+        self._hidden: set[str] = set()         # calibrators the user hid (kept across evaluations)
+        self.busy = False
+        # the Decisions view's data: asked for only while that view is shown, for one eval split
         self.decisions = None
         self.decisions_split: Optional[str] = None      # None: the evaluation split
         self._decisions_wanted = False
-        self._decisions_gen = 0
-        self._decisions_key: Optional[tuple] = None
-        self._decisions_cancel: Optional[threading.Event] = None
-        # Slices of the evaluation split by a metadata column (or "class"), for the Slices tab and the overlay
+        # slices of the evaluation split by a metadata column (or "class")
         self.slice_by: Optional[str] = None
         self.slices = None
-        self._slices_gen = 0
-        self._slices_key: Optional[tuple] = None
-        self._slices_cancel: Optional[threading.Event] = None
-        self._cancel: Optional[threading.Event] = None
-        self._busy = False
-        self._thread = QtCore.QThread()
-        self._thread.setObjectName("calibview-evaluation")
-        self._worker = EvaluationWorker()
-        self._worker.moveToThread(self._thread)
-        self._request.connect(self._worker.run, QtCore.Qt.QueuedConnection)
-        self._worker.progressed.connect(self._on_worker_progressed, QtCore.Qt.QueuedConnection)
-        self._worker.partial.connect(self._on_worker_partial, QtCore.Qt.QueuedConnection)
-        self._worker.finished.connect(self._on_worker_finished, QtCore.Qt.QueuedConnection)
-        self._worker.failed.connect(self._on_worker_failed, QtCore.Qt.QueuedConnection)
-        self._worker.cancelled.connect(self._on_worker_cancelled, QtCore.Qt.QueuedConnection)
-        self._decide.connect(self._worker.decide, QtCore.Qt.QueuedConnection)
-        self._slice.connect(self._worker.slice, QtCore.Qt.QueuedConnection)
-        self._worker.sliced.connect(self._on_worker_sliced, QtCore.Qt.QueuedConnection)
-        self._worker.decided.connect(self._on_worker_decided, QtCore.Qt.QueuedConnection)
-        self._thread.start()
+
+    @property
+    def generation(self) -> int:
+        """The generation number of the latest evaluation request (0 before the first)."""
+        return self.evaluation_channel.generation
 
     # --- files and selection ---------------------------------------------------------------------------------
 
-    def open_file(self, path: str | Path, *, select: bool = True) -> bool:
+    def open_file(self, path, *, select: bool = True) -> bool:
         """Read a file's metadata (never its arrays) and select its first run (unless ``select`` is False);
-        errors become error_occurred."""
+        a file that cannot be read is an error_occurred and False."""
         path = str(Path(path).expanduser().resolve())
         try:
-            runs = lg.list_runs(path)
+            runs = list_runs(path)
         except CalibviewError as e:
-            self.error_occurred.emit("Cannot open file", str(e))
+            self.notify("error_occurred", "Cannot open file", str(e))
             return False
-        self.files[path] = runs
-        self.files_changed.emit()
+        self.document.files[path] = runs
+        self.notify("files_changed")
         if select:
             self.select_run(path, runs[0].name)
         return True
 
     def close_file(self, path: str) -> None:
-        if self.files.pop(path, None) is None:
+        """Close an open file: its run, when selected, gives way to the first run of another open file (not
+        evaluated); runs of it that were compared leave the comparison (the others are evaluated again)."""
+        doc = self.document
+        if doc.files.pop(path, None) is None:
             return
-        if self.run is not None and self.run.file == path:
+        if doc.run is not None and doc.run.file == path:
             self.cancel()
-            self.run = None
-            self._set_evaluation(None)
-            remaining = next(iter(self.files.items()), None)
+            doc.run = None
+            self._show(())
+            remaining = next(iter(doc.files.items()), None)
             if remaining:
                 self.select_run(remaining[0], remaining[1][0].name, evaluate=False)
-        kept = tuple(c for c in self.compare_runs if c[0] != path)
-        if kept != self.compare_runs:                # a compared run went with the file: compare the others
-            self.compare_runs = kept
+        kept = tuple(c for c in doc.compare_runs if c[0] != path)
+        if kept != doc.compare_runs:
+            doc.compare_runs = kept
             self.evaluate()
-        self.files_changed.emit()
-        self.selection_changed.emit()
+        self.notify("files_changed")
+        self.notify("selection_changed")
 
     def select_run(self, path: str, run_name: str, *, evaluate: bool = True) -> None:
-        run = lg.find_run(self.files[path], run_name)
-        self.run = run
-        self.fit_split, self.eval_split = default_splits(run)
-        self.compare_splits = ()
-        self.compare_runs = ()
+        """Select a run of an open file with its default splits, and evaluate it (unless ``evaluate`` is False)."""
+        self.document.select(self.document.find(path, run_name))
         self.slice_by = None                     # columns belong to a split of this run
         self._clear_slices()
-        self.selection_changed.emit()
+        self.notify("selection_changed")
         if evaluate:
             self.evaluate()
 
     def set_splits(self, fit_split: Optional[str], eval_split: str, compare=None) -> None:
-        """The fit split, the evaluation split and (optionally) the further eval splits to compare with."""
-        compare = self.compare_splits if compare is None else tuple(dict.fromkeys(compare))
-        compare = tuple(c for c in compare if c != eval_split)
-        if (fit_split, eval_split, compare) == (self.fit_split, self.eval_split, self.compare_splits):
+        """The fit split, the evaluation split and (optionally) the further eval splits to compare with; a change
+        is evaluated."""
+        doc = self.document
+        if not doc.set_splits(fit_split, eval_split, compare):
             return
-        if compare or eval_split != self.eval_split:
-            self.compare_runs = ()              # runs are compared on one split, without domains
-        self.fit_split, self.eval_split, self.compare_splits = fit_split, eval_split, compare
-        if self.slice_by not in (None, "class") and self.slice_by not in self.run.split(eval_split).meta:
+        if self.slice_by not in (None, "class") and self.slice_by not in doc.run.split(eval_split).meta:
             self.slice_by = None                 # that split has no such column
             self._clear_slices()
-        self.selection_changed.emit()
+        self.notify("selection_changed")
         self.evaluate()
 
     def set_compare_splits(self, names) -> None:
         """Evaluate the same fitted calibrators on these splits too (domains), shown side by side."""
-        if self.eval_split is not None:
-            self.set_splits(self.fit_split, self.eval_split, tuple(names))
-
-    def compare_candidates(self) -> list[tuple[lg.RunInfo, Optional[str]]]:
-        """Every other open run and why it cannot be compared with the selected one (None: it may be)."""
-        from calibview.core.evaluation.compare import candidates
-
-        if self.run is None or self.eval_split is None:
-            return []
-        return candidates([r for runs in self.files.values() for r in runs], self.run, self.eval_split)
+        doc = self.document
+        if doc.eval_split is not None:
+            self.set_splits(doc.fit_split, doc.eval_split, tuple(names))
 
     def set_compare_runs(self, runs) -> bool:
         """Compare the selected run (the reference) with these (file, run name) pairs on its eval split: one
         diagram per run and a table of paired differences. Runs on other samples are refused with one sentence
         (error_occurred) and nothing changes; returns whether the comparison was taken."""
-        from calibview.core.evaluation.compare import check_comparable
-
+        doc = self.document
         runs = tuple(dict.fromkeys((str(f), str(n)) for f, n in runs))
-        if runs == self.compare_runs or self.run is None:
-            return runs == self.compare_runs
+        if runs == doc.compare_runs or doc.run is None:
+            return runs == doc.compare_runs
         if runs:
             try:
-                check_comparable(self._compare_requests(runs))
+                doc.check_comparable(self.settings, runs)
             except CalibviewError as e:
-                self.error_occurred.emit("Cannot compare", str(e))
-                self.selection_changed.emit()         # the pickers go back to what is compared
+                self.notify("error_occurred", "Cannot compare", str(e))
+                self.notify("selection_changed")          # the pickers go back to what is compared
                 return False
-        self.compare_runs, self.compare_splits = runs, ()
-        self.selection_changed.emit()
+        doc.compare_runs, doc.compare_splits = runs, ()
+        self.notify("selection_changed")
         self.evaluate()
         return True
-
-    def _compare_requests(self, runs) -> tuple[EvalRequest, ...]:
-        from calibview.core.evaluation.compare import requests_with
-
-        return requests_with(self.build_request(), [lg.find_run(self.files[f], n) for f, n in runs])
-
-    @property
-    def eval_splits(self) -> tuple[str, ...]:
-        return ((self.eval_split,) if self.eval_split else ()) + self.compare_splits
 
     # --- settings --------------------------------------------------------------------------------------------
 
     def set_calibrators(self, names) -> None:
-        names = tuple(dict.fromkeys(["none", *names]))        # the baseline is always shown
-        for n in names:
-            calib.get(n)
-        self.calibrators = names
+        """The calibrators of the next fit ("none" always first); an unknown name raises CalibviewError."""
+        self.settings.set_calibrators(names)
 
     def set_bins(self, bins: int | str) -> None:
-        self.bins = bins
+        """The equal-width bins of the next evaluation: a count, or "auto"."""
+        self.settings.bins = bins
 
     def set_bandwidth(self, bandwidth: float, kernel: Optional[str] = None) -> None:
         """Curves follow at once (O(grid) in the views); the metrics that depend on it are refreshed by the
         next evaluation, which the window requests when the slider is released."""
-        self.bandwidth = float(bandwidth)
+        self.settings.bandwidth = float(bandwidth)
         if kernel is not None:
-            self.kernel = kernel
-        self.bandwidth_changed.emit(self.bandwidth, self.kernel)
+            self.settings.kernel = kernel
+        self.notify("bandwidth_changed", self.settings.bandwidth, self.settings.kernel)
 
     def set_visible(self, names) -> None:
+        """Show these calibrators (by name) and hide the other shown ones; a hidden one stays hidden in later
+        evaluations until it is shown again."""
         self.visible = frozenset(names)
         shown = {r.name for r in self.evaluation.results} if self.evaluation is not None else set()
         self._hidden = (self._hidden - shown) | (shown - self.visible)
-        self.visible_changed.emit(self.visible)
+        self.notify("visible_changed", self.visible)
 
     # --- evaluation ------------------------------------------------------------------------------------------
 
     def build_request(self) -> Optional[EvalRequest]:
-        if self.run is None or self.eval_split is None:
-            return None
-        names = self.calibrators if self.fit_split else ("none",)
-        k = self.run.k
-        names = tuple(n for n in names if not (calib.get(n).binary_only and k != 2))
-        return EvalRequest(file=self.run.file, run=self.run.name, eval_split=self.eval_split,
-                           fit_split=self.fit_split, calibrators=names, bins=self.bins, n_boot=self.n_boot,
-                           bandwidth=self.bandwidth, kernel=self.kernel, device=self.device,
-                           options=tuple(o for o in self.options if o[0] in names))
+        """The request of the selected run on its evaluation split, with the settings (None: nothing selected)."""
+        return self.document.request(self.settings)
 
     def build_requests(self) -> tuple[EvalRequest, ...]:
         """One request per eval split (domains), the same fits; () when there is nothing to evaluate."""
-        first = self.build_request()
-        if first is None:
-            return ()
-        return (first,) + tuple(replace(first, eval_split=s) for s in self.compare_splits)
+        return self.document.requests(self.settings)
 
     def evaluate(self, request=None) -> int:
         """Start an evaluation (a newer one supersedes a running one); returns its generation (0: nothing to do).
-        ``request``: an EvalRequest, a tuple of them (domains), or None for the session's own."""
-        if request is None and self.compare_runs and self.build_request() is not None:
-            from calibview.core.evaluation.compare import CompareRequest
-            request = CompareRequest(self._compare_requests(self.compare_runs))
+        ``request``: an EvalRequest, a tuple of them (domains), a CompareRequest, or None for the window's own."""
         if request is None:
-            requests = self.build_requests()
-            request = requests[0] if len(requests) == 1 else (requests or None)
+            request = self.document.next_request(self.settings)
         if request is None:
             return 0
-        if self._cancel is not None:
-            self._cancel.set()                    # the running one stops at its next check
-        if self._slices_cancel is not None:       # the slices of the old evaluation: asked again when it is done
-            self._slices_cancel.set()
-            self._slices_cancel, self._slices_key = None, None
-        self.generation += 1
-        self._cancel = threading.Event()
+        ticket = self.evaluation_channel.start()
+        self.slices_channel.forget()       # the slices of the old evaluation: asked again when it is done
+        self._asked = request
         self._set_busy(True)
-        self.evaluation_started.emit(self.generation)
-        self._request.emit(self.generation, request, self._cancel)
-        return self.generation
+        self.notify("evaluation_started", ticket.generation)
+        self._ask_evaluation(ticket.generation, request, ticket.cancel)
+        return ticket.generation
 
     def cancel(self) -> None:
-        if self._cancel is not None:
-            self._cancel.set()
+        """Ask the running evaluation to stop (it answers "cancelled", and the pickers go back to what is shown)."""
+        self.evaluation_channel.cancel()
 
-    # --- slices ---------------------------------------------------------------------------------------------------
+    def cancel_all(self) -> None:
+        """Ask every running request to stop (the window is closing)."""
+        for channel in (self.evaluation_channel, self.decisions_channel, self.slices_channel):
+            channel.cancel()
+
+    def evaluation_progressed(self, generation: int, fraction: float, message: str) -> None:
+        """The worker's progress (fraction 0..1 and a message) on an evaluation request."""
+        if self.evaluation_channel.is_current(generation):
+            self.notify("progress_changed", fraction, message)
+
+    def evaluation_partial(self, generation: int, evaluation) -> None:
+        """Point estimates and curves as each calibrator is scored (intervals pending); the request runs on.
+        ``evaluation``: an Evaluation, or a tuple of them (those done so far)."""
+        channel = self.evaluation_channel
+        if channel.is_current(generation) and not channel.cancelled:
+            self._show(_as_tuple(evaluation))
+
+    def evaluation_finished(self, generation: int, result) -> None:
+        """The answer to an evaluation request: an Evaluation, a tuple of them (domains) or, for a
+        CompareRequest, a Comparison. An answer to a superseded request is dropped."""
+        if not self.evaluation_channel.settle(generation):
+            return
+        self._set_busy(False)
+        if isinstance(self._asked, CompareRequest):
+            self._show(tuple(result.evaluations), comparison=result)
+        else:
+            self._show(_as_tuple(result))
+        self._request_decisions()
+        self._request_slices()
+
+    def evaluation_failed(self, generation: int, message: str) -> None:
+        """An evaluation request failed with a one-sentence message."""
+        if not self.evaluation_channel.settle(generation):
+            return
+        self._set_busy(False)
+        self.notify("error_occurred", "Evaluation failed", message)
+
+    def evaluation_cancelled(self, generation: int) -> None:
+        """An evaluation request stopped at a cancel: the pickers go back to what the diagram still shows."""
+        if not self.evaluation_channel.settle(generation):
+            return
+        self._set_busy(False)
+        if self.document.restore(self.evaluations):
+            self.notify("selection_changed")
+        self.notify("progress_changed", 0.0, "cancelled")
+
+    # --- slices ----------------------------------------------------------------------------------------------
 
     def set_slice_by(self, column: Optional[str]) -> None:
         """Slice the evaluation split by a metadata column, or "class" (None: no slices)."""
@@ -281,42 +277,36 @@ class Session(QtCore.QObject):
         else:
             self._request_slices()
 
+    def slices_answered(self, generation: int, result) -> None:
+        """The worker's slices (a SliceResult), or the sentence saying why they failed."""
+        if not self.slices_channel.settle(generation):
+            return
+        if isinstance(result, str):
+            self.slices_channel.forget()
+            self.notify("error_occurred", "Slices failed", result)
+            return
+        self.slices = result
+        self.notify("slices_changed", result)
+
     def _clear_slices(self) -> None:
-        if self._slices_cancel is not None:
-            self._slices_cancel.set()
-        self._slices_key = None
-        if self.slices is not None:
-            self.slices = None
-            self.slices_changed.emit(None)
+        self.slices_channel.forget()
+        self._set_slices(None)
+
+    def _set_slices(self, result) -> None:
+        if self.slices is not None or result is not None:
+            self.slices = result
+            self.notify("slices_changed", result)
 
     def _request_slices(self) -> None:
         ev = self.evaluation
         if self.slice_by is None or ev is None or ev.pending:
             return
-        req = ev.request
-        key = (req, self.slice_by)
-        if key == self._slices_key:
+        key = (ev.request, self.slice_by)
+        if self.slices_channel.asked(key):
             return
-        self._slices_key = key
-        if self._slices_cancel is not None:
-            self._slices_cancel.set()
-        self._slices_gen += 1
-        self._slices_cancel = threading.Event()
-        if self.slices is not None:
-            self.slices = None
-            self.slices_changed.emit(None)
-        self._slice.emit(self._slices_gen, req, self.slice_by, self._slices_cancel)
-
-    def _on_worker_sliced(self, generation: int, result) -> None:
-        if generation != self._slices_gen:
-            return
-        self._slices_cancel = None
-        if isinstance(result, str):
-            self._slices_key = None
-            self.error_occurred.emit("Slices failed", result)
-            return
-        self.slices = result
-        self.slices_changed.emit(result)
+        ticket = self.slices_channel.start(key)
+        self._set_slices(None)
+        self._ask_slices(ticket.generation, ev.request, self.slice_by, ticket.cancel)
 
     # --- decisions (risk-coverage, threshold audit) ----------------------------------------------------------
 
@@ -331,6 +321,17 @@ class Session(QtCore.QObject):
         self.decisions_split = name
         self._request_decisions()
 
+    def decisions_answered(self, generation: int, data) -> None:
+        """The worker's decision data (model.decisions.Decisions), or the sentence saying why it failed."""
+        if not self.decisions_channel.settle(generation):
+            return
+        if isinstance(data, str):
+            self.decisions_channel.forget()
+            self.notify("error_occurred", "Decisions failed", data)
+            return
+        self.decisions = data
+        self.notify("decisions_changed", data)
+
     def _decisions_request(self) -> Optional[EvalRequest]:
         if self.evaluation is None or self.evaluation.pending:
             return None
@@ -344,126 +345,42 @@ class Session(QtCore.QObject):
             return
         # the per-sample vectors depend on the fits and the split, not on bins, bandwidth, kernel or level
         key = (req.file, req.run, req.fit_split, req.eval_split, req.calibrators, req.options, req.level)
-        if key == self._decisions_key:
+        if self.decisions_channel.asked(key):
             return
-        self._decisions_key = key
-        if self._decisions_cancel is not None:
-            self._decisions_cancel.set()
-        self._decisions_gen += 1
-        self._decisions_cancel = threading.Event()
-        self._decide.emit(self._decisions_gen, req, self._decisions_cancel)
+        ticket = self.decisions_channel.start(key)
+        self._ask_decisions(ticket.generation, req, ticket.cancel)
 
-    def _on_worker_decided(self, generation: int, data) -> None:
-        if generation != self._decisions_gen:
-            return
-        self._decisions_cancel = None
-        if isinstance(data, str):
-            self._decisions_key = None
-            self.error_occurred.emit("Decisions failed", data)
-            return
-        self.decisions = data
-        self.decisions_changed.emit(data)
-
-    @property
-    def busy(self) -> bool:
-        return self._busy
-
-    def shutdown(self, timeout_ms: int = 5000) -> None:
-        """Cancel any work and join the worker thread (no QThread outlives the window).
-
-        The worker checks the cancel event between chunks, so it returns; if a step takes longer than
-        ``timeout_ms`` the join goes on (said once in the log): Qt aborts the process when a QThread is
-        destroyed while its thread still runs, which is worse than a late close."""
-        self.cancel()
-        for event in (self._decisions_cancel, self._slices_cancel):
-            if event is not None:
-                event.set()
-        self._thread.quit()
-        if self._thread.wait(timeout_ms):
-            return
-        _log.warning("waiting for the running evaluation to stop before closing.")
-        while not self._thread.wait(max(4 * timeout_ms, 1000)):
-            pass
-
-    # --- worker callbacks (GUI thread) -----------------------------------------------------------------------
-
-    def _on_worker_progressed(self, generation: int, fraction: float, message: str) -> None:
-        if generation == self.generation:
-            self.progress_changed.emit(fraction, message)
-
-    def _on_worker_partial(self, generation: int, evaluation) -> None:
-        """Point estimates and curves as each calibrator is scored (intervals pending); the request runs on."""
-        if generation == self.generation and not (self._cancel is not None and self._cancel.is_set()):
-            self._set_evaluation(evaluation)
-
-    def _on_worker_finished(self, generation: int, evaluation) -> None:
-        if generation != self.generation:
-            return                                # stale: a newer request superseded it
-        self._cancel = None
-        self._set_busy(False)
-        self._set_evaluation(evaluation)
-        self._request_decisions()
-        self._request_slices()
-
-    def _on_worker_failed(self, generation: int, message: str) -> None:
-        if generation != self.generation:
-            return
-        self._cancel = None
-        self._set_busy(False)
-        self.error_occurred.emit("Evaluation failed", message)
-
-    def _on_worker_cancelled(self, generation: int) -> None:
-        if generation == self.generation:
-            self._cancel = None
-            self._set_busy(False)
-            self._restore_shown_selection()
-            self.progress_changed.emit(0.0, "cancelled")
-
-    def _restore_shown_selection(self) -> None:
-        """After a cancel, the pickers go back to what the diagram and table still show."""
-        ev = self.evaluation
-        if ev is None or ev.run.file not in self.files:
-            return
-        req = ev.request
-        others = [e for e in self.evaluations[1:] if e.run != ev.run]          # compared runs
-        compare = () if others else tuple(e.request.eval_split for e in self.evaluations[1:])
-        runs = tuple((e.run.file, e.run.name) for e in others)
-        if (self.run, self.fit_split, self.eval_split, self.compare_splits, self.compare_runs) != (
-                ev.run, req.fit_split, req.eval_split, compare, runs):
-            self.run, self.fit_split, self.eval_split = ev.run, req.fit_split, req.eval_split
-            self.compare_splits, self.compare_runs = compare, runs
-            self.selection_changed.emit()
+    # --- what is shown ---------------------------------------------------------------------------------------
 
     def _set_busy(self, busy: bool) -> None:
-        if busy != self._busy:
-            self._busy = busy
-            self.busy_changed.emit(busy)
+        if busy != self.busy:
+            self.busy = busy
+            self.notify("busy_changed", busy)
 
-    def _set_evaluation(self, evaluation) -> None:
-        """An Evaluation, a tuple of them (one per eval split or compared run, the first the reference), a
-        core.compare.Comparison or None."""
-        comparison = None
-        if hasattr(evaluation, "rows"):           # a Comparison: its evaluations, the reference first
-            comparison, evaluation = evaluation, evaluation.evaluations
+    def _show(self, evaluations: tuple, comparison=None) -> None:
+        """Show these evaluations (the first the reference; () clears) and, while runs are compared, their
+        comparison."""
         if comparison is not None or self.comparison is not None:
             self.comparison = comparison
-            self.comparison_changed.emit(comparison)
-        if isinstance(evaluation, tuple):
-            self.evaluations = evaluation
-            evaluation = evaluation[0] if evaluation else None
-        else:
-            self.evaluations = (evaluation,) if evaluation is not None else ()
-        self.evaluation = evaluation
+            self.notify("comparison_changed", comparison)
+        self.evaluations = evaluations
+        self.evaluation = evaluation = evaluations[0] if evaluations else None
         if evaluation is not None:
-            # Keep the user's show/hide choices for calibrators that are still there; show new ones.
-            names = [r.name for r in evaluation.results]
             # The user's hidden calibrators stay hidden by name (partial results bring calibrators one at a time,
             # so "what the previous result showed" is not enough); new names are shown.
-            self.visible = frozenset(n for n in names if n not in self._hidden)
+            self.visible = frozenset(r.name for r in evaluation.results if r.name not in self._hidden)
         else:
             self.visible = frozenset()
-        self.evaluation_changed.emit(evaluation)
-        self.visible_changed.emit(self.visible)
+        self.notify("evaluation_changed", evaluation)
+        self.notify("visible_changed", self.visible)
         if evaluation is None and self.decisions is not None:
-            self.decisions, self._decisions_key = None, None
-            self.decisions_changed.emit(None)
+            self.decisions = None
+            self.decisions_channel.key = None
+            self.notify("decisions_changed", None)
+
+
+def _as_tuple(evaluation) -> tuple:
+    """The worker answers one Evaluation for one eval split and a tuple of them for several."""
+    if isinstance(evaluation, tuple):
+        return evaluation
+    return (evaluation,) if evaluation is not None else ()

@@ -18,12 +18,15 @@ def slider_to_bandwidth(value: int) -> float:
 
 
 def bandwidth_to_slider(h: float) -> int:
+    """The slider position (0..1000) of bandwidth ``h``, clipped to [H_MIN, H_MAX]; slider_to_bandwidth's
+    inverse."""
     h = min(max(h, H_MIN), H_MAX)
     return int(round(SLIDER_STEPS * math.log(h / H_MIN) / math.log(H_MAX / H_MIN)))
 
 
 class BandwidthBar(QtWidgets.QWidget):
-    """Slider (log scale) + numeric box + kernel + bins + reliability-bars toggle, above the canvas."""
+    """Slider (log scale) + numeric box + kernel + bins + reliability-bars toggle, above the canvas; it drives
+    Session.bandwidth and listens to no Session signal."""
 
     def __init__(self, session: Session, parent=None) -> None:
         super().__init__(parent)
@@ -73,6 +76,7 @@ class BandwidthBar(QtWidgets.QWidget):
         self.sync()
 
     def sync(self) -> None:
+        """Show the session's bandwidth, kernel and bins without emitting anything back."""
         self._updating = True
         self.slider.setValue(bandwidth_to_slider(self.session.bandwidth))
         self.box.setValue(self.session.bandwidth)
@@ -81,10 +85,12 @@ class BandwidthBar(QtWidgets.QWidget):
         self._updating = False
 
     def step(self, factor: float) -> None:
+        """Multiply the bandwidth by ``factor`` (within the range) and refresh the metrics that depend on it."""
         self.set_bandwidth(min(max(self.session.bandwidth * factor, H_MIN), H_MAX))
         self._on_settle_timeout()
 
     def set_bandwidth(self, h: float) -> None:
+        """Set the session's bandwidth (the curves follow at once) and show it."""
         self.session.set_bandwidth(h)
         self.sync()
 

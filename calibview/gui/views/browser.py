@@ -122,6 +122,7 @@ class Browser(QtWidgets.QWidget):
         self.compare_list.setEnabled(self.compare_list.count() > 0)
 
     def compare_checked(self) -> list[str]:
+        """The further eval splits ticked under "Compare on", in the run's split order."""
         return [self.compare_list.item(i).text() for i in range(self.compare_list.count())
                 if self.compare_list.item(i).checkState() == QtCore.Qt.Checked]
 

@@ -14,6 +14,7 @@ PREFERRED_ORDER = ("ts", "ts-grid", "vs", "ms", "dirichlet", "hb", "ir", "platt"
 
 
 def panel_methods() -> list[str]:
+    """The registered calibrators the panel offers (not "none"), in PREFERRED_ORDER, others after by name."""
     names = [n for n in calib.available() if n != "none"]
     return sorted(names, key=lambda n: (PREFERRED_ORDER.index(n) if n in PREFERRED_ORDER else 99, n))
 
@@ -75,6 +76,7 @@ class CalibratorPanel(QtWidgets.QWidget):
         session.busy_changed.connect(self._on_session_busy_changed)
 
     def checked(self) -> list[str]:
+        """The ticked calibrators that this run can fit (enabled boxes only), in panel order."""
         return [n for n, b in self.boxes.items() if b.isChecked() and b.isEnabled()]
 
     def options(self) -> dict[str, dict]:
@@ -102,6 +104,8 @@ class CalibratorPanel(QtWidgets.QWidget):
         return out
 
     def fit(self) -> None:
+        """Fit and evaluate the ticked calibrators with their options and resamples; a bad option is an error_occurred
+        and nothing starts."""
         try:
             options = self.options()
         except CalibviewError as e:                  # refused, not quietly replaced by the default

@@ -1,6 +1,6 @@
 """The comparison of runs on the same samples: a "Compare" tab in the metrics dock with every metric (a row) per
 calibrator and run (a column), each run's paired bootstrap difference to the reference run and a mark where its
-interval excludes 0 (core.compare), and a picker in the browser of the runs to compare with the selected one.
+interval excludes 0 (core.evaluation.compare), and a picker in the browser of the runs to compare with the selected one.
 
 Draws only: the numbers are the records of :func:`calibview.core.evaluation.compare.compare_rows`, as in compare.csv.
 """
@@ -15,25 +15,25 @@ from PySide6 import QtGui, QtWidgets
 from PySide6.QtCore import Qt
 
 from calibview.core.reports import units
-from calibview.core.evaluation.compare import compare_csv
+from calibview.core.reports.contrasts import compare_csv
 from calibview.core.stats.metrics import METRIC_HELP, METRIC_NAMES
-from calibview.core.reports.tables import atomic_write
+from calibview.core.io.safe_io import atomic_write
 from calibview.gui.session import Session
 
 MARK = "●"
 RUN_ROLE = Qt.ItemDataRole.UserRole
-ROW_ROLE = Qt.ItemDataRole.UserRole + 1        # the record behind a cell (core.compare row)
+ROW_ROLE = Qt.ItemDataRole.UserRole + 1        # the record behind a cell (core.evaluation.compare row)
 
 
 def _signed(metric: str, x: float) -> str:
-    """A difference in ``metric``'s display unit and decimals (core.units), with its sign: "+0.06", "-0.69"."""
+    """A difference in ``metric``'s display unit and decimals (core.reports.units), with its sign: "+0.06", "-0.69"."""
     text = units.fmt(metric, x)
     return f"+{text}" if x > 0 and not text.startswith("∞") else text
 
 
 def cell_text(row: dict, metric: str) -> str:
     """"value" for the reference; "value  Δ +d [lo, hi] ●" for another run (● when the interval excludes 0), in
-    the metric's display unit (core.units: the table's convention); the difference and its interval with the
+    the metric's display unit (core.reports.units: the table's convention); the difference and its interval with the
     estimate's decimals."""
     text = units.fmt(metric, row[metric])
     if row["is_reference"]:
@@ -46,8 +46,9 @@ def cell_text(row: dict, metric: str) -> str:
 
 
 class CompareView(QtWidgets.QWidget):
-    """The table of a core.compare.Comparison: a row per metric, a column per calibrator and run (the reference
-    first), a caption naming the reference and the interval level, and an export of compare.csv."""
+    """The table of a core.evaluation.compare.Comparison: a row per metric, a column per calibrator and run (the
+    reference first), a caption naming the reference and the interval level, and an export of compare.csv;
+    listens to comparison_changed and visible_changed."""
 
     def __init__(self, session: Session, parent=None) -> None:
         super().__init__(parent)
@@ -76,6 +77,7 @@ class CompareView(QtWidgets.QWidget):
         self.set_comparison(None)
 
     def set_comparison(self, comparison) -> None:
+        """Show ``comparison`` (a core.evaluation.compare.Comparison; None empties the table)."""
         self.comparison = comparison
         self.table.clear()
         self.export_button.setEnabled(comparison is not None)
@@ -148,6 +150,8 @@ class CompareView(QtWidgets.QWidget):
             self.table.setColumnHidden(j, row is not None and bool(visible) and row["calibrator"] not in visible)
 
     def export_csv(self, path: Optional[str] = None) -> Optional[str]:
+        """Write compare.csv of the shown comparison to ``path`` (asked for when None); returns the path, or None when
+        there is nothing to write or the dialog was cancelled."""
         if self.comparison is None:
             return None
         if path is None:
@@ -160,7 +164,8 @@ class CompareView(QtWidgets.QWidget):
 
 class RunPicker(QtWidgets.QListWidget):
     """The browser's "Compare with" list: every other open run, ticked when compared with the selected one;
-    runs whose metadata rules a comparison out are greyed out with the reason as tooltip."""
+    runs whose metadata rules a comparison out are greyed out with the reason as tooltip. Listens to
+    selection_changed and files_changed."""
 
     def __init__(self, session: Session, parent=None) -> None:
         super().__init__(parent)
@@ -173,6 +178,7 @@ class RunPicker(QtWidgets.QListWidget):
         session.files_changed.connect(self.fill)
 
     def fill(self) -> None:
+        """List every other open run, ticked when compared, greyed out with the reason when it cannot be."""
         self._updating = True
         self.clear()
         ticked = set(self.session.compare_runs)
@@ -192,6 +198,7 @@ class RunPicker(QtWidgets.QListWidget):
         self._updating = False
 
     def checked(self) -> list[tuple[str, str]]:
+        """The (file, run name) of every ticked run."""
         return [tuple(self.item(i).data(RUN_ROLE)) for i in range(self.count())
                 if self.item(i).checkState() == Qt.CheckState.Checked]
 

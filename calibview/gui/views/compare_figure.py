@@ -1,101 +1,26 @@
-"""The figure of compared runs, in place of the canvas while runs are compared: built on the figure API
-(``gui.figure_spec``: the grid's panels split by one factor, the overlay inside a panel by another) with
-calibrators by colour and runs by line style: a panel per calibrator (the default: the runs overlaid, the
-comparison at a glance, each panel titled with every run's ECE difference to the reference, marked), a
-panel per run (the calibrators overlaid), or everything in one overlay. Draws only; exports through ``gui.figure_export``.
+"""The figure of compared runs, in place of the canvas while runs are compared: the panels of
+``plot.compare.comparison_panels`` (calibrators by colour, runs by line style) in a FigureView, with a switch
+between a panel per calibrator (the default: each titled with every run's ECE difference to the reference), a
+panel per run, or everything in one overlay. Draws only; exports through ``plot.export``.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Optional
 
 from PySide6 import QtCore, QtWidgets
 
+from calibview.plot.compare import LAYOUTS, comparison_panels
 from calibview.plot.navigation import RANGE_PRESETS
 from calibview.plot.figure import FigureView
-from calibview.plot.spec import CurveItem, FigureOptions, PanelSpec, split_panels
+from calibview.plot.spec import FigureOptions, PanelSpec
 from calibview.gui.session import Session
-
-#: (layout key, what the switch says)
-LAYOUTS = (("calibrator", "A panel per calibrator"), ("run", "A panel per run"), ("overlay", "Overlay"))
-MARK = "●"
-
-
-def run_keys(evaluations) -> list[str]:
-    """The name of each compared run as the figure shows it: its model (compared runs share the dataset), with
-    the file's name where two files hold a run of the same model."""
-    names = [ev.run.model or ev.run.name for ev in evaluations]
-    return [f"{n} ({Path(ev.run.file).name})" if names.count(n) > 1 else n for n, ev in zip(names, evaluations)]
-
-
-def _ece_caption(items, comparison) -> str:
-    """ "ΔECE vs reference: resnet110-flsd53 -0.69 ●": each other run's ECE difference (points) to the reference
-    in a calibrator's panel (the legend has the ECE values), ● once the comparison says its paired interval
-    excludes 0 (the interval is in the Compare tab)."""
-    ref = next((it for it in items if it.is_reference), None)
-    if ref is None:
-        return ""
-    parts = []
-    for it in items:
-        if it is ref:
-            continue
-        ev = it.evaluation
-        delta = 100 * (it.result.metrics["ece"].value - ref.result.metrics["ece"].value)
-        row = None
-        if comparison is not None:
-            try:
-                row = comparison.row(ev.run.name, it.result.name, ev.run.file)
-            except StopIteration:
-                row = None
-        parts.append(f"{ev.run.model} {delta:+.2f}" + (f" {MARK}" if row is not None and row["significant_ece"]
-                                                         else ""))
-    return "ΔECE vs reference: " + " · ".join(parts) if parts else ""
-
-
-def comparison_panels(evaluations, layout: str = "calibrator", comparison=None) -> list[PanelSpec]:
-    """The panels of compared runs (the reference first) in ``layout`` (see LAYOUTS): calibrators by colour
-    (``color_key`` = calibrator name), runs by line style (``dash_key`` = the run)."""
-    evaluations = tuple(evaluations)
-    keys = run_keys(evaluations)
-    items, evs = [], {}
-    for ev, key in zip(evaluations, keys):
-        for r in ev.results:
-            # unique labels (hiding goes by label); in a panel per calibrator its title names the calibrator, so
-            # its short name keeps the legend inside a narrow panel
-            label = f"{key} · {r.name if layout == 'calibrator' else r.label}"
-            it = CurveItem(result=r, label=label, color_key=r.name, dash_key=key, k=ev.k)
-            items.append(it)
-            evs[id(it)] = ev
-    if not items:
-        return []
-    ref = keys[0]
-    split, n = evaluations[0].request.eval_split, evaluations[0].n_eval
-    if layout == "overlay":
-        dataset = evaluations[0].run.dataset
-        return [PanelSpec(title=f"{len(evaluations)} runs on {dataset} {split} (N = {n:,})",
-                          subtitle="line style: run · colour: calibrator", items=tuple(items))]
-    if layout == "calibrator":
-        def caption(key, its):
-            return _ece_caption([_WithEv(it.result, evs[id(it)], evs[id(it)] is evaluations[0]) for it in its],
-                                comparison)
-        return split_panels(items, panel_of=lambda it: it.color_key, layout="grid",
-                            title_of=lambda key, its: its[0].result.label, subtitle_of=caption)
-    return split_panels(items, panel_of=lambda it: it.dash_key, layout="grid",
-                        title_of=lambda key, its: key + (" (reference)" if key == ref else ""),
-                        subtitle_of=lambda key, its: f"{evaluations[0].run.dataset} {split} · N = {n:,}")
-
-
-class _WithEv:
-    __slots__ = ("result", "evaluation", "is_reference")
-
-    def __init__(self, result, evaluation, is_reference: bool) -> None:
-        self.result, self.evaluation, self.is_reference = result, evaluation, is_reference
 
 
 class CompareFigure(QtWidgets.QWidget):
     """A layout switch, an export button and the FigureView of the session's compared runs. Shown (and
-    ``active_changed(True)`` emitted) only while runs are compared; the window hides its canvas meanwhile."""
+    ``active_changed(True)`` emitted) only while runs are compared; the window hides its canvas meanwhile.
+    Listens to evaluation_changed, comparison_changed, bandwidth_changed and visible_changed."""
 
     active_changed = QtCore.Signal(bool)
 
@@ -143,12 +68,15 @@ class CompareFigure(QtWidgets.QWidget):
         session.visible_changed.connect(lambda _v: self._apply_hidden())
 
     def layout_key(self) -> str:
+        """The chosen layout: a key of LAYOUTS."""
         return self.layout_combo.currentData()
 
     def set_layout(self, key: str) -> None:
+        """Choose a layout by its key in LAYOUTS (the figure is redrawn)."""
         self.layout_combo.setCurrentIndex(max(0, self.layout_combo.findData(key)))
 
     def refresh(self) -> None:
+        """Redraw the figure from the session's compared runs; shown (active) only while runs are compared."""
         s = self.session
         evs = tuple(s.evaluations) if s.compare_runs else ()
         active = bool(evs)
@@ -174,30 +102,34 @@ class CompareFigure(QtWidgets.QWidget):
         self.view.set_x_range(lo, 1.0)
 
     def set_theme(self, name: str) -> None:
+        """The light or dark theme of the figure."""
         self.view.set_theme(name)
 
-    # --- export: the canvas's Export dialog (gui.export_dialog) drives this object as it drives the canvas ------
+    # --- export: the canvas's Export dialog (plot.export_dialog) drives this object as it drives the canvas ------
 
     @property
     def layout_mode(self) -> str:
+        """The export dialog's layout: "overlay" for one panel, else "grid"."""
         return "overlay" if self.layout_key() == "overlay" else "grid"
 
     @property
-    def _title(self) -> str:
+    def title(self) -> str:
+        """The exported figure's title: the runs, the dataset and split, the reference."""
         evs = self.session.evaluations
         return (f"{len(evs)} runs on {evs[0].run.dataset} {evs[0].request.eval_split}, reference "
                 f"{evs[0].run.name}") if evs else ""
 
     def open_export_dialog(self) -> None:
+        """The publication export dialog of the comparison's figure."""
         from calibview.plot.export_dialog import ExportDialog
         ExportDialog(self, self).exec()
 
     def export_figure(self, path, options: Optional[FigureOptions] = None, formats=()) -> list:
-        """The comparison as a publication figure (gui.figure_export) at the options' size, DPI, fonts and theme;
+        """The comparison as a publication figure (plot.export) at the options' size, DPI, fonts and theme;
         the options' "grid" is the shown grid (a panel per calibrator or per run), "overlay" one panel."""
         from calibview.plot.export import render_figure
 
-        options = options or FigureOptions(layout=self.layout_mode, title=self._title, bands=self.bands.isChecked())
+        options = options or FigureOptions(layout=self.layout_mode, title=self.title, bands=self.bands.isChecked())
         key = "overlay" if options.layout == "overlay" else \
             (self.layout_key() if self.layout_key() != "overlay" else "calibrator")
         panels = comparison_panels(self.session.evaluations, key, self.session.comparison)

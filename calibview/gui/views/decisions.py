@@ -25,10 +25,13 @@ COLUMNS = ("Calibrator", "n ≥ t", "Coverage %", "Sel. acc. % [Wilson]", "Mean 
 
 
 def slider_to_threshold(v: int) -> float:
+    """The confidence threshold t of slider position ``v`` (0..STEPS): log-spaced in 1 - t, from 0 to
+    1 - 10^-DECADES."""
     return 1.0 - 10.0 ** (-DECADES * v / STEPS)
 
 
 def threshold_to_slider(t: float) -> int:
+    """The slider position of threshold ``t`` (clipped to the slider's range): the inverse of slider_to_threshold."""
     t = min(max(float(t), 0.0), slider_to_threshold(STEPS))
     return int(round(-STEPS * math.log10(1.0 - t) / DECADES))
 
@@ -36,7 +39,8 @@ def threshold_to_slider(t: float) -> int:
 class DecisionsView(QtWidgets.QWidget):
     """Risk-coverage curve per shown calibrator, a threshold slider, and per calibrator at that threshold: n above,
     coverage, selective accuracy with its Wilson interval, mean confidence and a flag when the interval excludes
-    the mean confidence (over- or under-confident above t)."""
+    the mean confidence (over- or under-confident above t). Listens to decisions_changed, visible_changed and
+    evaluation_changed."""
 
     threshold_changed = QtCore.Signal(float)
 
@@ -128,6 +132,7 @@ class DecisionsView(QtWidgets.QWidget):
 
     # --- public ----------------------------------------------------------------------------------------------
     def set_threshold(self, t: float) -> None:
+        """Accept predictions whose confidence is at least ``t`` (clipped to [0, 1]) and update the audit."""
         self.threshold = min(max(float(t), 0.0), 1.0)
         self._sync_controls()
         self._update_readout()
@@ -140,6 +145,7 @@ class DecisionsView(QtWidgets.QWidget):
                 if n in self.session.visible}
 
     def set_theme(self, name: str) -> None:
+        """The light or dark theme of the plot."""
         self._theme = t = THEMES[name]
         self.plot.setBackground(t.background)
         for side in ("left", "bottom"):

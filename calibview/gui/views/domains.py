@@ -10,7 +10,7 @@ from typing import Iterable, Optional
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from calibview.core.reports.tables import atomic_write
+from calibview.core.io.safe_io import atomic_write
 
 from calibview.plot.canvas import CalibrationCanvas
 
@@ -28,7 +28,8 @@ def split_title(ev, short: bool = False) -> str:
 
 class DomainCanvases(QtWidgets.QWidget):
     """The primary canvas (the reference split) and, with more than one eval split, one more canvas per split to
-    its right. Every canvas has the fixed [0, 1] axes, so the splits read against the same scale."""
+    its right. Every canvas has the fixed [0, 1] axes, so the splits read against the same scale. Listens to no
+    Session signal: the window feeds it."""
 
     hover_changed = QtCore.Signal(str)
 
@@ -45,6 +46,7 @@ class DomainCanvases(QtWidgets.QWidget):
         primary.hover_changed.connect(self.hover_changed)
 
     def canvases(self) -> list[CalibrationCanvas]:
+        """The primary canvas, then one per further eval split."""
         return [self.primary] + self.extra
 
     def set_evaluations(self, evaluations, bandwidth: float, kernel: str, visible: Iterable[str]) -> None:
@@ -74,19 +76,23 @@ class DomainCanvases(QtWidgets.QWidget):
             canvas.set_visible(visible)
 
     def set_bandwidth(self, bandwidth: float, kernel: str) -> None:
+        """Redraw every canvas's curves at this bandwidth and kernel."""
         for canvas in self.canvases():
             canvas.set_bandwidth(bandwidth, kernel)
 
     def set_visible(self, names) -> None:
+        """Show only these calibrators (by name) on every canvas."""
         for canvas in self.canvases():
             canvas.set_visible(names)
 
     def set_show_bins(self, on: bool) -> None:
+        """Draw (or hide) the reliability bars on every canvas."""
         self._show_bins = bool(on)
         for canvas in self.canvases():
             canvas.set_show_bins(on)
 
     def set_theme(self, name: str) -> None:
+        """The light or dark theme of every canvas."""
         self._theme = name
         for canvas in self.canvases():
             canvas.set_theme(name)
@@ -108,6 +114,7 @@ class DomainCanvases(QtWidgets.QWidget):
         return out
 
     def export_png(self, path, scale: float = 2.0) -> None:
+        """Write :meth:`image` at ``scale`` as a PNG file (atomically); OSError when it cannot be encoded."""
         buf = QtCore.QBuffer()
         buf.open(QtCore.QIODevice.OpenModeFlag.WriteOnly)
         if not self.image(scale).save(buf, "PNG"):

@@ -1,8 +1,8 @@
 """The metrics table: one row per calibrator (value over its bootstrap interval per metric) and a per-class tab.
 
-Models are thin read-only adapters over the immutable :class:`~calibview.core.evaluation.request.Evaluation`; nothing here
-computes a metric. Roles: ``DisplayRole`` is the text shown ("7.88 [7.48, 8.55]", "∞"), ``Qt.UserRole`` the raw
-float (the calibrator's name in the first column), :data:`SORT_ROLE` the sort key.
+Models are thin read-only adapters over the immutable :class:`~calibview.core.evaluation.results.Evaluation`;
+nothing here computes a metric. Roles: ``DisplayRole`` is the text shown ("7.88 [7.48, 8.55]", "∞"),
+``Qt.UserRole`` the raw float (the calibrator's name in the first column), :data:`SORT_ROLE` the sort key.
 """
 
 from __future__ import annotations
@@ -15,12 +15,13 @@ from typing import Iterable, Optional
 from PySide6 import QtCore, QtGui, QtWidgets
 from PySide6.QtCore import Qt
 
-from calibview.core.evaluation.request import CalibratorResult, Evaluation
+from calibview.core.evaluation.results import CalibratorResult, Evaluation
 from calibview.core.reports import units
 from calibview.core.stats.metrics import METRIC_HELP, METRIC_NAMES
-from calibview.core.reports.tables import atomic_write, metrics_csv, metrics_rows
-from calibview.gui.views.table_views import (INTERVAL_TEXT_ROLE, SORT_ROLE, VALUE_TEXT_ROLE, IntervalDelegate, NumericSortProxy,
-                          PerClassModel, TableView)
+from calibview.core.io.safe_io import atomic_write
+from calibview.core.reports.tables import metrics_csv, metrics_rows
+from calibview.gui.views.table_views import (INTERVAL_TEXT_ROLE, SORT_ROLE, VALUE_TEXT_ROLE, IntervalDelegate,
+                                             NumericSortProxy, PerClassModel, TableView)
 
 __all__ = ["MetricsTable", "MetricsTableModel", "PerClassModel", "SORT_ROLE", "VALUE_TEXT_ROLE", "INTERVAL_TEXT_ROLE"]
 
@@ -53,6 +54,7 @@ class MetricsTableModel(QtCore.QAbstractTableModel):
 
     # -- content ------------------------------------------------------------------------------------------------
     def set_evaluation(self, evaluation: Optional[Evaluation]) -> None:
+        """Rows of one evaluation (None: no rows)."""
         self.set_evaluations((evaluation,) if evaluation is not None else ())
 
     def set_evaluations(self, evaluations) -> None:
@@ -67,15 +69,19 @@ class MetricsTableModel(QtCore.QAbstractTableModel):
         self.endResetModel()
 
     def evaluation(self) -> Optional[Evaluation]:
+        """The reference evaluation (the first), or None."""
         return self._ev
 
     def evaluations(self) -> tuple[Evaluation, ...]:
+        """Every evaluation shown, the reference first."""
         return self._evs
 
     def result(self, row: int) -> CalibratorResult:
+        """The calibrator result of row ``row``."""
         return self._rows[row][1]
 
     def evaluation_of(self, row: int) -> Evaluation:
+        """The evaluation (eval split) of row ``row``."""
         return self._rows[row][0]
 
     def row_of(self, name: Optional[str], split: Optional[str] = None) -> int:
@@ -86,6 +92,7 @@ class MetricsTableModel(QtCore.QAbstractTableModel):
         return -1
 
     def set_hidden(self, names: Iterable[str]) -> None:
+        """Hide the rows of these calibrators; the best value per column is taken over the shown rows."""
         self._hidden = frozenset(names)
         self._update_best()
         if self.rowCount():
@@ -93,13 +100,16 @@ class MetricsTableModel(QtCore.QAbstractTableModel):
                                   [Qt.ItemDataRole.FontRole])
 
     def is_hidden(self, row: int) -> bool:
+        """Whether row ``row``'s calibrator is hidden."""
         return self._ev is not None and self._rows[row][1].name in self._hidden
 
     def metric_of(self, column: int) -> Optional[str]:
+        """The metric of column ``column``, or None for the label and split columns."""
         i = column - self._offset
         return METRIC_NAMES[i] if 0 <= i < len(METRIC_NAMES) else None
 
     def is_split_column(self, column: int) -> bool:
+        """Whether ``column`` is the Split column (shown with several eval splits)."""
         return self._offset == 2 and column == 1
 
     def _update_best(self) -> None:
@@ -124,6 +134,7 @@ class MetricsTableModel(QtCore.QAbstractTableModel):
         return 0 if parent.isValid() else self._offset + len(METRIC_NAMES)
 
     def flags(self, index):
+        """Enabled and selectable, never editable."""
         return Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable if index.isValid() else Qt.ItemFlag.NoItemFlags
 
     def headerData(self, section, orientation, role=_DISPLAY):
@@ -149,6 +160,7 @@ class MetricsTableModel(QtCore.QAbstractTableModel):
         return None
 
     def data(self, index, role=_DISPLAY):
+        """The cell's text, raw value, sort key, tooltip, alignment, font or delegate lines, by ``role``."""
         if not index.isValid() or self._ev is None:
             return None
         ev, r = self._rows[index.row()]
@@ -291,6 +303,7 @@ class MetricsTable(QtWidgets.QWidget):
         self._sync_from_view()
 
     def evaluation(self) -> Optional[Evaluation]:
+        """The reference evaluation shown, or None."""
         return self.metrics_model.evaluation()
 
     def _fit_columns(self) -> None:
@@ -300,6 +313,7 @@ class MetricsTable(QtWidgets.QWidget):
         view.setColumnWidth(0, min(view.columnWidth(0), view.fontMetrics().horizontalAdvance("Temperature") + 40))
 
     def selected_calibrator(self) -> Optional[str]:
+        """The name of the current row's calibrator, or None."""
         return self._selected
 
     def select_calibrator(self, name: str) -> bool:
@@ -343,6 +357,7 @@ class MetricsTable(QtWidgets.QWidget):
         return buf.getvalue()
 
     def export_per_class_csv(self, path) -> None:
+        """Write :meth:`per_class_csv_text` atomically."""
         atomic_write(path, self.per_class_csv_text())
 
     def copy_selection(self) -> str:

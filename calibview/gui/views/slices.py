@@ -1,5 +1,6 @@
 """Slices in the window: the "Slices" tab of the metrics dock (a slice-by combo and the per-slice rows of
-core.slices.evaluate_slices) and the per-slice overlay on the canvas (each slice's kernel curve of one calibrator).
+core.evaluation.slices.evaluate_slices) and the per-slice overlay on the canvas (each slice's kernel curve of one
+calibrator).
 
 The rows and the slices' binned statistics come from Session.slices (computed on the worker); the overlay redraws
 each curve from those statistics at the current bandwidth, O(grid) per slice, like the canvas itself.
@@ -32,7 +33,8 @@ def overlay_colors(count: int) -> list[QtGui.QColor]:
 
 
 class SliceOverlay:
-    """Thin dashed kernel curves, one per slice, over a canvas's accuracy plot, with a small legend."""
+    """Thin dashed kernel curves, one per slice, over a canvas's accuracy plot, with a small legend; the window
+    feeds it Session.slices and the bandwidth."""
 
     def __init__(self, plot: pg.PlotItem) -> None:
         self.plot = plot
@@ -68,6 +70,7 @@ class SliceOverlay:
         self.set_bandwidth(bandwidth, kernel)
 
     def set_theme(self, name: str) -> None:
+        """The light or dark theme of the legend."""
         self._theme = THEMES[name]
         self._show_legend()
 
@@ -80,6 +83,7 @@ class SliceOverlay:
         self.legend.setVisible(bool(self._html))
 
     def set_bandwidth(self, bandwidth: float, kernel: str) -> None:
+        """Redraw every slice's curve at this bandwidth and kernel (nothing when they are drawn at it)."""
         if self._at == (bandwidth, kernel):
             return
         self._at = (bandwidth, kernel)
@@ -89,6 +93,7 @@ class SliceOverlay:
             item.setData(x=sc.x[::4], y=np.where(ok, sc.curve, np.nan)[::4])
 
     def drawn(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        """The (x, y) arrays of every drawn slice curve, largest slice first."""
         return [(item.xData, item.yData) for item, _ in self.items]
 
 
@@ -142,6 +147,7 @@ class SlicesView(QtWidgets.QWidget):
         self._on_session_selection_changed()
 
     def overlay_calibrator(self) -> Optional[str]:
+        """The calibrator whose slice curves are overlaid, or None."""
         return self.overlay_combo.currentData() or None
 
     def _on_session_selection_changed(self) -> None:
@@ -210,7 +216,8 @@ def _pct(x) -> str:
 
 
 def _pct_iv(v, lo, hi, sign: bool = False) -> str:
-    """ECE (or its difference to the whole split, signed) with its interval, as calibview.core.reports.units shows ECE."""
+    """ECE (or its difference to the whole split, signed) with its interval, as calibview.core.reports.units shows
+    ECE."""
     if v is None or not math.isfinite(v):
         return "—"
     text = units.fmt("ece", v)

@@ -14,7 +14,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from PySide6.QtCore import Qt
 
 from calibview.core.reports import units
-from calibview.core.evaluation.request import CalibratorResult
+from calibview.core.evaluation.results import CalibratorResult
 
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1
 VALUE_TEXT_ROLE = Qt.ItemDataRole.UserRole + 2      # the value line the delegate paints
@@ -38,14 +38,17 @@ class PerClassModel(QtCore.QAbstractTableModel):
         self._names: Optional[Sequence[str]] = None
 
     def set_result(self, result: Optional[CalibratorResult], class_names: Optional[Sequence[str]] = None) -> None:
+        """Rows of one calibrator result (None: no rows), with the file's class names when it has them."""
         self.beginResetModel()
         self._result, self._names = result, class_names
         self.endResetModel()
 
     def result(self) -> Optional[CalibratorResult]:
+        """The result shown, or None."""
         return self._result
 
     def has_class_names(self) -> bool:
+        """Whether the file names its classes (the Class column is shown then)."""
         return self._names is not None
 
     def rowCount(self, parent=QtCore.QModelIndex()) -> int:
@@ -55,6 +58,7 @@ class PerClassModel(QtCore.QAbstractTableModel):
         return 0 if parent.isValid() else len(self.COLUMNS)
 
     def flags(self, index):
+        """Enabled and selectable, never editable."""
         return Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable if index.isValid() else Qt.ItemFlag.NoItemFlags
 
     def headerData(self, section, orientation, role=_DISPLAY):
@@ -75,6 +79,7 @@ class PerClassModel(QtCore.QAbstractTableModel):
                 float(r.per_class_accuracy[row]), float(r.per_class_ece[row]))[column]
 
     def data(self, index, role=_DISPLAY):
+        """The cell's text, raw value, sort key, tooltip or alignment, by ``role``."""
         if not index.isValid() or self._result is None:
             return None
         row, col = index.row(), index.column()
@@ -116,6 +121,7 @@ class NumericSortProxy(QtCore.QSortFilterProxyModel):
         return not (hasattr(src, "is_hidden") and src.is_hidden(row))       # the metrics model's hidden rows
 
     def refilter(self) -> None:
+        """Apply the source model's hidden rows again (after they changed)."""
         if hasattr(self, "beginFilterChange"):           # Qt >= 6.10
             self.beginFilterChange()
             self.endFilterChange(QtCore.QSortFilterProxyModel.Direction.Rows)
@@ -143,6 +149,7 @@ class IntervalDelegate(QtWidgets.QStyledItemDelegate):
         return QtCore.QSize(width, fm.height() + (sfm.height() if interval else 0) + 6)
 
     def paint(self, painter, option, index):
+        """The value, and under it its interval in a smaller font, right-aligned."""
         opt, value, interval, small = self._lines(option, index)
         if value is None:
             return super().paint(painter, option, index)

@@ -1,0 +1,71 @@
+"""File > Export: what the window writes of what it shows, each file through the core's writers.
+
+The publication figure dialog (PNG, SVG, PDF at a size and DPI) of the canvas or of the compared runs' figure,
+the diagram as on screen (PNG, SVG), the metrics and the curves as CSV and the fitted calibrators as JSON. An
+export never replaces a file the window is reading.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+from PySide6 import QtWidgets
+
+from calibview.core.errors import CalibviewError
+from calibview.core.io.safe_io import atomic_write, refuse_overwriting_inputs
+from calibview.core.reports import tables as report
+from calibview.gui import preferences
+
+#: kind -> (file dialog filter, suffix, the default name's stem)
+EXPORTS = {
+    "png": ("PNG image (*.png)", ".png", "diagram"),
+    "svg": ("SVG image (*.svg)", ".svg", "diagram"),
+    "metrics": ("CSV (*.csv)", ".csv", "metrics"),
+    "curves": ("CSV (*.csv)", ".csv", "curves"),
+    "json": ("JSON (*.json)", ".json", "calibrators"),
+}
+
+
+def export_figure(window) -> None:
+    """The publication export dialog of what ``window`` shows: the compared runs' figure, else the canvas."""
+    if window.session.evaluation is None:
+        window.show_error("Nothing to export", "There is no evaluation yet: open a file and evaluate it first.")
+        return
+    (window.compare_figure if window.compare_figure.active else window.canvas).open_export_dialog()
+
+
+def export(window, kind: str, path: Optional[str] = None) -> Optional[str]:
+    """Export ``window``'s diagram / table / curves / calibrators (``kind``: a key of EXPORTS) to ``path``, asking
+    for one when not given; returns the path written, or None (cancelled, or failed: said in a dialog)."""
+    session = window.session
+    ev = session.evaluation
+    if ev is None:
+        window.show_error("Nothing to export", "There is no evaluation yet: open a file and wait for the diagram.")
+        return None
+    filt, suffix, stem = EXPORTS[kind]
+    if path is None:
+        default = preferences.last_dir(window.settings) / f"{ev.run.name.replace('/', '_')}_{stem}{suffix}"
+        path, _ = QtWidgets.QFileDialog.getSaveFileName(window, "Export", str(default), filt)
+        if not path:
+            return None
+        preferences.remember_dir(window.settings, Path(path).parent)
+    try:
+        refuse_overwriting_inputs([path], [e.run.file for e in session.evaluations] or [ev.run.file])
+        if kind in ("png", "svg") and window.compare_figure.active:      # compared runs: their figure
+            window.compare_figure.export(path)
+        elif kind == "png":
+            window.domains.export_png(path, scale=2.0)       # with several eval splits: side by side
+        elif kind == "svg":
+            window.canvas.export_svg(path)
+        elif kind == "metrics":
+            window.table.export_csv(path)
+        elif kind == "curves":
+            atomic_write(path, report.curves_csv(session.evaluations or [ev], session.bandwidth, session.kernel))
+        else:
+            atomic_write(path, report.calibrators_json([ev]))
+    except (CalibviewError, OSError) as e:
+        window.show_error("Export failed", str(e))
+        return None
+    window.statusBar().showMessage(f"Exported {path}", 5000)
+    return path

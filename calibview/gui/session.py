@@ -1,0 +1,234 @@
+"""Session: the window's model (:class:`calibview.gui.model.window.WindowModel`) as a QObject, and the owner of
+the evaluation worker and its thread.
+
+The state and every decision live in the Qt-free model; the Session forwards calls to it, emits the model's
+events as the Qt signals of the same names, and carries requests to the worker and its answers back, each on a
+queued connection (the worker runs on its own thread; the model is only ever touched on the GUI thread).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Optional
+
+from PySide6 import QtCore
+
+from calibview.gui.model.document import Document, Settings
+from calibview.gui.model.window import EVENTS, WindowModel
+from calibview.gui.worker import EvaluationWorker
+
+DEFAULT_CALIBRATORS = Settings.calibrators
+_log = logging.getLogger(__name__)
+
+
+def _attribute(name: str, part: Optional[str] = None, writable: bool = False) -> property:
+    """A property reading ``model.<name>`` (or ``model.<part>.<name>``); settable when ``writable``."""
+    def owner(self):
+        return getattr(self.model, part) if part else self.model
+
+    def get(self):
+        return getattr(owner(self), name)
+
+    def set_(self, value):
+        setattr(owner(self), name, value)
+    return property(get, set_ if writable else None, doc=f"The model's {part + '.' if part else ''}{name}.")
+
+
+class Session(QtCore.QObject):
+    """Open files, the selected run and splits, the settings of the next evaluation and its latest result.
+
+    Views call its methods and react to its signals; they never talk to each other or to the worker."""
+
+    files_changed = QtCore.Signal()
+    selection_changed = QtCore.Signal()                 # run or splits changed
+    evaluation_started = QtCore.Signal(int)             # generation
+    progress_changed = QtCore.Signal(float, str)
+    evaluation_changed = QtCore.Signal(object)          # Evaluation or None
+    busy_changed = QtCore.Signal(bool)
+    error_occurred = QtCore.Signal(str, str)            # title, one-sentence message
+    bandwidth_changed = QtCore.Signal(float, str)       # bandwidth, kernel: curves only, never the worker
+    visible_changed = QtCore.Signal(object)             # frozenset of shown calibrator names
+    decisions_changed = QtCore.Signal(object)           # gui.model.decisions.Decisions or None
+    slices_changed = QtCore.Signal(object)              # gui.model.slices.SliceResult or None
+    comparison_changed = QtCore.Signal(object)          # core.evaluation.compare.Comparison or None
+
+    _request = QtCore.Signal(int, object, object)       # to the worker thread (queued)
+    _decide = QtCore.Signal(int, object, object)        # to the worker thread (queued)
+    _slice = QtCore.Signal(int, object, object, object)  # to the worker thread (queued)
+
+    def __init__(self, parent: Optional[QtCore.QObject] = None) -> None:
+        super().__init__(parent)
+        self.model = WindowModel(self._relay, ask_evaluation=self._request.emit, ask_decisions=self._decide.emit,
+                                 ask_slices=self._slice.emit)
+        self._thread = QtCore.QThread()
+        self._thread.setObjectName("calibview-evaluation")
+        self._worker = EvaluationWorker()
+        self._worker.moveToThread(self._thread)
+        queued = QtCore.Qt.QueuedConnection
+        self._request.connect(self._worker.run, queued)
+        self._decide.connect(self._worker.decide, queued)
+        self._slice.connect(self._worker.slice, queued)
+        self._worker.progressed.connect(self._on_worker_progressed, queued)
+        self._worker.partial.connect(self._on_worker_partial, queued)
+        self._worker.finished.connect(self._on_worker_finished, queued)
+        self._worker.failed.connect(self._on_worker_failed, queued)
+        self._worker.cancelled.connect(self._on_worker_cancelled, queued)
+        self._worker.sliced.connect(self._on_worker_sliced, queued)
+        self._worker.decided.connect(self._on_worker_decided, queued)
+        self._thread.start()
+
+    def _relay(self, event: str, *args) -> None:
+        """A model event becomes the signal of the same name."""
+        if event not in EVENTS:
+            raise ValueError(f"unknown model event {event!r}")
+        getattr(self, event).emit(*args)
+
+    @property
+    def document(self) -> Document:
+        """The model's open files and selection."""
+        return self.model.document
+
+    @property
+    def settings(self) -> Settings:
+        """The model's settings of the next request."""
+        return self.model.settings
+
+    # --- the model's state -----------------------------------------------------------------------------------
+
+    files = _attribute("files", "document")
+    run = _attribute("run", "document")
+    fit_split = _attribute("fit_split", "document")
+    eval_split = _attribute("eval_split", "document")
+    compare_splits = _attribute("compare_splits", "document")
+    compare_runs = _attribute("compare_runs", "document")
+    eval_splits = _attribute("eval_splits", "document")
+    calibrators = _attribute("calibrators", "settings", writable=True)
+    bins = _attribute("bins", "settings", writable=True)
+    n_boot = _attribute("n_boot", "settings", writable=True)
+    bandwidth = _attribute("bandwidth", "settings", writable=True)
+    kernel = _attribute("kernel", "settings", writable=True)
+    device = _attribute("device", "settings", writable=True)
+    options = _attribute("options", "settings", writable=True)
+    evaluation = _attribute("evaluation")
+    evaluations = _attribute("evaluations")
+    comparison = _attribute("comparison")
+    visible = _attribute("visible")
+    generation = _attribute("generation")
+    decisions = _attribute("decisions")
+    decisions_split = _attribute("decisions_split")
+    slice_by = _attribute("slice_by")
+    slices = _attribute("slices")
+    busy = _attribute("busy")
+
+    # --- what the views ask: each forwarded to the model (WindowModel's method of the same name) ---------------
+
+    def open_file(self, path, *, select: bool = True) -> bool:
+        """Read a file's metadata (never its arrays) and select its first run (unless ``select`` is False);
+        errors become error_occurred."""
+        return self.model.open_file(path, select=select)
+
+    def close_file(self, path: str) -> None:
+        """Close an open file (its selected run gives way to another file's first run, not evaluated)."""
+        self.model.close_file(path)
+
+    def select_run(self, path: str, run_name: str, *, evaluate: bool = True) -> None:
+        """Select a run of an open file with its default splits, and evaluate it (unless ``evaluate`` is False)."""
+        self.model.select_run(path, run_name, evaluate=evaluate)
+
+    def set_splits(self, fit_split: Optional[str], eval_split: str, compare=None) -> None:
+        """The fit split, the evaluation split and (optionally) the further eval splits to compare with."""
+        self.model.set_splits(fit_split, eval_split, compare)
+
+    def set_compare_splits(self, names) -> None:
+        """Evaluate the same fitted calibrators on these splits too (domains), shown side by side."""
+        self.model.set_compare_splits(names)
+
+    def set_compare_runs(self, runs) -> bool:
+        """Compare the selected run with these (file, run name) pairs; False (and error_occurred) when refused."""
+        return self.model.set_compare_runs(runs)
+
+    def set_calibrators(self, names) -> None:
+        """The calibrators of the next fit ("none" always first); an unknown name raises CalibviewError."""
+        self.model.set_calibrators(names)
+
+    def set_bins(self, bins: int | str) -> None:
+        """The equal-width bins of the next evaluation: a count, or "auto"."""
+        self.model.set_bins(bins)
+
+    def set_bandwidth(self, bandwidth: float, kernel: Optional[str] = None) -> None:
+        """Curves follow at once (bandwidth_changed); the metrics follow with the next evaluation."""
+        self.model.set_bandwidth(bandwidth, kernel)
+
+    def set_visible(self, names) -> None:
+        """Show these calibrators (by name) and hide the other shown ones."""
+        self.model.set_visible(names)
+
+    def build_request(self):
+        """The EvalRequest of the selected run on its evaluation split (None: nothing selected)."""
+        return self.model.build_request()
+
+    def build_requests(self) -> tuple:
+        """One request per eval split (domains), the same fits; () when there is nothing to evaluate."""
+        return self.model.build_requests()
+
+    def evaluate(self, request=None) -> int:
+        """Start an evaluation (a newer one supersedes a running one); returns its generation (0: nothing to do).
+        ``request``: an EvalRequest, a tuple of them (domains), a CompareRequest, or None for the session's own."""
+        return self.model.evaluate(request)
+
+    def cancel(self) -> None:
+        """Ask the running evaluation to stop."""
+        self.model.cancel()
+
+    def set_slice_by(self, column: Optional[str]) -> None:
+        """Slice the evaluation split by a metadata column, or "class" (None: no slices)."""
+        self.model.set_slice_by(column)
+
+    def want_decisions(self, on: bool) -> None:
+        """The Decisions view is shown (on) or hidden: its data is computed only while someone looks."""
+        self.model.want_decisions(on)
+
+    def set_decisions_split(self, name: Optional[str]) -> None:
+        """Which evaluated split the Decisions view audits (None: the evaluation split)."""
+        self.model.set_decisions_split(name)
+
+    def compare_candidates(self):
+        """Every other open run and why it cannot be compared with the selected one (None: it may be)."""
+        return self.model.document.compare_candidates()
+
+    def shutdown(self, timeout_ms: int = 5000) -> None:
+        """Cancel any work and join the worker thread (no QThread outlives the window).
+
+        The worker checks the cancel event between chunks, so it returns; if a step takes longer than
+        ``timeout_ms`` the join goes on (said once in the log): Qt aborts the process when a QThread is
+        destroyed while its thread still runs, which is worse than a late close."""
+        self.model.cancel_all()
+        self._thread.quit()
+        if self._thread.wait(timeout_ms):
+            return
+        _log.warning("waiting for the running evaluation to stop before closing.")
+        while not self._thread.wait(max(4 * timeout_ms, 1000)):
+            pass
+
+    # --- worker answers (queued: on the GUI thread) ----------------------------------------------------------
+
+    def _on_worker_progressed(self, generation: int, fraction: float, message: str) -> None:
+        self.model.evaluation_progressed(generation, fraction, message)
+
+    def _on_worker_partial(self, generation: int, evaluation) -> None:
+        self.model.evaluation_partial(generation, evaluation)
+
+    def _on_worker_finished(self, generation: int, result) -> None:
+        self.model.evaluation_finished(generation, result)
+
+    def _on_worker_failed(self, generation: int, message: str) -> None:
+        self.model.evaluation_failed(generation, message)
+
+    def _on_worker_cancelled(self, generation: int) -> None:
+        self.model.evaluation_cancelled(generation)
+
+    def _on_worker_sliced(self, generation: int, result) -> None:
+        self.model.slices_answered(generation, result)
+
+    def _on_worker_decided(self, generation: int, data) -> None:
+        self.model.decisions_answered(generation, data)
