@@ -1,16 +1,18 @@
 """``calibview report --compare A,B,... [--reference A]``: compare.csv, the paired differences of every run to a
-reference run on the same samples (see :mod:`calibview.core.evaluation.compare`). A leading underscore: not a command of
-its own, options of ``report``."""
+reference run on the same samples (see :mod:`calibview.core.evaluation.compare`), and compare.png. Not a command of
+its own: options of ``report``."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
+from calibview.cli.options import requests_from_args
 from calibview.core.errors import CalibviewError
 
 
 def add_compare_options(p: argparse.ArgumentParser) -> None:
+    """``--compare`` (the runs to compare) and ``--reference`` (the run the others are compared with)."""
     p.add_argument("--compare", metavar="MODEL/DATASET,...", default=None,
                    help="compare these runs (same dataset and eval split, identical labels): compare.csv with each "
                         "metric's paired bootstrap difference to the reference run")
@@ -18,9 +20,9 @@ def add_compare_options(p: argparse.ArgumentParser) -> None:
                    help="the reference run of --compare (default: the first)")
 
 
-def prepare(args, requests_of) -> None:
+def prepare(args) -> None:
     """Turn --compare into the runs to evaluate (``args.run``) and refuse, before any work, what cannot be
-    compared. ``requests_of(args)`` builds the requests of the command line (cli._requests)."""
+    compared."""
     from calibview.core.evaluation.compare import check_comparable
 
     if args.reference and not args.compare:
@@ -39,18 +41,18 @@ def prepare(args, requests_of) -> None:
                                  "a time.")
     args.run = runs
     if args.reference is not None:
-        args.reference_index = _reference_index(args, requests_of)
-    check_comparable(requests_of(args))
+        args.reference_index = _reference_index(args)
+    check_comparable(requests_from_args(args))
 
 
-def _reference_index(args, requests_of) -> int:
-    from calibview.core.io import logits as lg
+def _reference_index(args) -> int:
+    from calibview.core.io import discovery
     from calibview.core.io import shards
 
-    req = requests_of(args)[0]
-    listing = (shards if shards.is_pattern(req.file) else lg).list_runs(req.file)
-    names = [lg.find_run(listing, r).name for r in args.run]
-    ref = lg.find_run(listing, args.reference).name
+    req = requests_from_args(args)[0]
+    listing = (shards if shards.is_pattern(req.file) else discovery).list_runs(req.file)
+    names = [discovery.find_run(listing, r).name for r in args.run]
+    ref = discovery.find_run(listing, args.reference).name
     if ref not in names:
         raise CalibviewError(f"--reference {args.reference} is not among the compared runs ({', '.join(names)}); "
                              "name one of them.")
@@ -62,8 +64,9 @@ def write_compare(engine, evaluations, args, out: Path, figure=None) -> list[Pat
     behind the intervals are the engine's cached ones) and, unless --no-diagram, compare.png: a panel per
     calibrator with the runs overlaid (line style: run), each titled with every run's ECE and its paired
     difference; ``figure`` ((FigureOptions, formats) of the figure options) sets its size and formats."""
-    from calibview.core.evaluation.compare import Comparison, compare_csv, compare_rows
-    from calibview.core.reports.tables import atomic_write
+    from calibview.core.evaluation.compare import Comparison, compare_rows
+    from calibview.core.reports.contrasts import compare_csv
+    from calibview.core.io.safe_io import atomic_write
 
     dists = [engine.distributions(ev.request) if ev.request.n_boot else {} for ev in evaluations]
     ref = getattr(args, "reference_index", 0)
@@ -81,7 +84,7 @@ def _figure(comparison, out: Path, figure) -> list[Path]:
     import sys
 
     try:
-        from calibview.gui.views.compare_figure import comparison_panels
+        from calibview.plot.compare import comparison_panels
         from calibview.plot.export import render_figure
         from calibview.plot.spec import FigureOptions
     except ImportError as e:          # a headless install without Qt still gets compare.csv

@@ -18,6 +18,7 @@ RESOURCES = Path(__file__).resolve().parents[1] / "resources"
 
 
 def add_arguments(p) -> None:
+    """``--prefix`` (where to install) and ``--uninstall``."""
     default = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     p.add_argument("--prefix", default=default, help=f"data directory to install into (default: {default})")
     p.add_argument("--uninstall", action="store_true", help="remove what desktop-install installed")
@@ -51,6 +52,7 @@ def _refresh(prefix: Path) -> None:
 
 
 def run(args) -> int:
+    """Install (or with --uninstall remove) the menu entry, icons and MIME type, then refresh the databases."""
     prefix = Path(args.prefix).expanduser()
     files = targets(prefix)
     if args.uninstall:

@@ -6,16 +6,23 @@ from __future__ import annotations
 
 import argparse
 
+from calibview.cli.options import add_common_options, request_defaults, signature_defaults
+
 HELP = "fit, evaluate and write the release material: inference_config.json, report.html, CSVs, diagram.png"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from calibview.cli.shared import add_common
+    """The data, the run, the calibrator and its splits, the thresholds, the output, the slices, the audit, the
+    evaluation settings (default: EvalRequest's) and the common options."""
+    from calibview.core.release.build import build_release
+    from calibview.core.reports.selective import DEFAULT_AUDIT
 
+    d = request_defaults()
+    built = signature_defaults(build_release)
     p.add_argument("file", help="HDF5 logits file holding the fit and eval splits")
     p.add_argument("--run", required=True, metavar="MODEL/DATASET")
     p.add_argument("--calibrator", default="ts", help="calibrator to ship (default: ts)")
-    p.add_argument("--fit-split", default="val", help="split the calibrator and thresholds are fitted on")
+    p.add_argument("--fit-split", default=d["fit_split"], help="split the calibrator and thresholds are fitted on")
     p.add_argument("--eval-split", required=True, help="held-out split of the deployment domain")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--target-precision", type=float, default=None, metavar="P",
@@ -23,20 +30,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--threshold", type=float, default=None, metavar="T", help="ship a fixed global threshold T")
     p.add_argument("-o", "--out", required=True, help="output directory (created)")
     p.add_argument("--by", default=None, metavar="COLUMN", help="metadata column (or 'class') to slice by")
-    p.add_argument("--slice-bins", type=int, default=4, help="quantile groups of a float column (default 4)")
-    p.add_argument("--min-slice", type=int, default=30, help="smallest slice evaluated (default 30)")
-    p.add_argument("--audit", default="0.9,0.95,0.99", help="high-confidence thresholds audited")
-    p.add_argument("--bins", type=int, default=15, help="equal-width bins (default 15)")
-    p.add_argument("--bandwidth", type=float, default=0.05)
-    p.add_argument("--kernel", default="gaussian")
-    p.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples per interval")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--level", type=float, default=0.95)
+    p.add_argument("--slice-bins", type=int, default=built["slice_bins"],
+                   help=f"quantile groups of a float column (default {built['slice_bins']})")
+    p.add_argument("--min-slice", type=int, default=built["min_slice"],
+                   help=f"smallest slice evaluated (default {built['min_slice']})")
+    p.add_argument("--audit", default=",".join(f"{t:g}" for t in DEFAULT_AUDIT),
+                   help="high-confidence thresholds audited")
+    p.add_argument("--bins", type=int, default=d["bins"], help=f"equal-width bins (default {d['bins']})")
+    p.add_argument("--bandwidth", type=float, default=d["bandwidth"])
+    p.add_argument("--kernel", default=d["kernel"])
+    p.add_argument("--n-boot", type=int, default=d["n_boot"], help="bootstrap resamples per interval")
+    p.add_argument("--seed", type=int, default=d["seed"])
+    p.add_argument("--level", type=float, default=d["level"])
     p.add_argument("--no-diagram", action="store_true", help="skip diagram.png (the report draws an SVG instead)")
-    add_common(p)
+    add_common_options(p)
 
 
 def run(args) -> int:
+    """Build the release, write its files and print its numbers, verdict, thresholds, slices and checklist."""
     from calibview.core.release import config as rel
     from calibview.core.release.acceptance import Limits
     from calibview.core.evaluation.engine import Engine
@@ -88,6 +99,7 @@ def run(args) -> int:
 
 
 def rel_pct(x) -> str:
+    """A fraction as a percentage with two decimals, ``-`` for None."""
     return "-" if x is None else f"{100 * x:.2f}%"
 
 

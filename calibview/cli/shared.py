@@ -1,21 +1,12 @@
-"""Helpers shared by the release, check and drift commands (a leading underscore: not a command itself)."""
+"""What the release, check and drift commands share besides the options: the diagram as PNG bytes, the output
+folder, writing every file after everything was computed, and the checklist as a table. Not a command itself."""
 
 from __future__ import annotations
 
-import argparse
 import tempfile
 from pathlib import Path
 
 from calibview.core.errors import CalibviewError
-
-
-def add_common(p: argparse.ArgumentParser) -> None:
-    from calibview.cli.program import add_input_options
-    from calibview.startup import add_log_options
-
-    p.add_argument("--device", default="auto", help="cpu, cuda or auto (default: auto)")
-    add_log_options(p)
-    add_input_options(p)          # --allow-external, --allow-sparse (calibview.core.io.guard)
 
 
 def render_png(evaluation, title: str) -> bytes | None:
@@ -36,6 +27,7 @@ def render_png(evaluation, title: str) -> bytes | None:
 
 
 def out_dir(path: str) -> Path:
+    """``path`` as the output directory (created when written); refused when it exists and is not a directory."""
     out = Path(path)
     if out.exists() and not out.is_dir():
         raise CalibviewError(f"-o {out} exists and is not a directory; give a directory to write into.")
@@ -45,7 +37,7 @@ def out_dir(path: str) -> Path:
 def write_all(out: Path, files: dict, inputs=()) -> list[Path]:
     """Write every file atomically, after everything was computed (an error before leaves nothing behind); an
     output that is one of ``inputs`` (same device and inode) is refused before anything is written."""
-    from calibview.core.reports.tables import atomic_write
+    from calibview.core.io.safe_io import atomic_write
     from calibview.core.io.safe_io import refuse_overwriting_inputs
 
     refuse_overwriting_inputs([out / name for name in files], inputs)
@@ -57,6 +49,7 @@ def write_all(out: Path, files: dict, inputs=()) -> list[Path]:
 
 
 def fmt(x, digits: int = 4) -> str:
+    """A number with ``digits`` decimals, ``-`` for None or a non-finite float, anything else as text."""
     import math
 
     if x is None or (isinstance(x, float) and not math.isfinite(x)):

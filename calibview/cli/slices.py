@@ -4,44 +4,52 @@ difference's interval excludes 0 (see calibview.core.evaluation.slices)."""
 
 from __future__ import annotations
 
+import argparse
 import sys
+
+from calibview.cli.options import (ProgressBar, add_eval_options, requests_from_args, settings_from_args,
+                                   signature_defaults)
 
 HELP = "every metric per slice of a metadata column (or --by class), its difference to the whole split, flags"
 
 
-def add_arguments(p) -> None:
-    from calibview.cli.program import _add_eval_options
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The evaluation options, the column to slice by, where the records go and the slices' own settings."""
+    from calibview.core.evaluation.slices import evaluate_slices
 
-    _add_eval_options(p)
+    d = signature_defaults(evaluate_slices)
+    add_eval_options(p)
     p.add_argument("--by", required=True, metavar="COLUMN",
                    help="metadata column of the evaluation split (see `calibview runs`), or 'class' for the label")
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print the records as JSON to stdout")
     out.add_argument("--out", "-o", default=None, metavar="DIR", help="write DIR/slices.csv")
-    p.add_argument("--slice-bins", type=int, default=4,
-                   help="quantile groups of a float column (default 4)")
-    p.add_argument("--min-slice", type=int, default=30,
-                   help="slices with fewer samples get no interval and no flag (default 30)")
+    p.add_argument("--slice-bins", type=int, default=d["slice_bins"],
+                   help=f"quantile groups of a float column (default {d['slice_bins']})")
+    p.add_argument("--min-slice", type=int, default=d["min_slice"],
+                   help=f"slices with fewer samples get no interval and no flag (default {d['min_slice']})")
     p.add_argument("--smooth-intervals", action="store_true",
                    help="SmoothECE/CAL intervals per slice even for more than 16 slices (slow: a grid per resample)")
 
 
 def run(args) -> int:
+    """Evaluate every slice of every run, then print the table, the JSON records or write slices.csv."""
     import logging
     import threading
     from pathlib import Path
 
-    from calibview.cli.program import ProgressBar, _requests, _settings
     from calibview.core.evaluation.engine import Engine
     from calibview.core.errors import CalibviewError
-    from calibview.core.reports.tables import atomic_write, metrics_json
-    from calibview.core.evaluation.slices import evaluate_slices, slices_csv
+    from calibview.core.io.safe_io import atomic_write
+    from calibview.core.reports.tables import metrics_json
+    from calibview.core.evaluation.slices import evaluate_slices
+    from calibview.core.reports.contrasts import slices_csv
 
-    if len(_settings(args)) > 1:
+    if len(settings_from_args(args)) > 1:
         raise CalibviewError("slices takes one --bins, --bandwidth and --kernel, not a list (an ablation).")
     if args.out and Path(args.out).exists() and not Path(args.out).is_dir():
         raise CalibviewError(f"--out {args.out} exists and is not a directory; give a directory to write into.")
-    requests = _requests(args)
+    requests = requests_from_args(args)
     bar = ProgressBar(enabled=False if args.quiet else None)
     engine, cancel, results = Engine(), threading.Event(), []
     try:

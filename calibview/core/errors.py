@@ -14,6 +14,17 @@ class CalibviewError(Exception):
     what to do. The CLI prints it without a traceback, the GUI shows it in a dialog."""
 
 
+class ParameterError(CalibviewError):
+    """A refused parameter value. The message names each parameter as a library caller spells it: ``name=value``
+    or the bare ``name`` (``target_precision must lie in (0, 1], not 2.``); ``parameters`` lists those names, so
+    that a program with other spellings (the command line's ``--target-precision``) can put its own in their
+    place."""
+
+    def __init__(self, message: str, *parameters: str) -> None:
+        super().__init__(message)
+        self.parameters = parameters
+
+
 class Cancelled(CalibviewError):
     """The caller set the cancel event; the work stopped without a result."""
 

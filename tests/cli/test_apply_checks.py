@@ -11,7 +11,7 @@ import pytest
 
 from calibview.cli import main
 from calibview.core.calibrators.file import SCHEMA
-from calibview.core.io.logits import write_run
+from calibview.core.io.writer import write_run
 
 
 def runs(path: Path, names=None) -> Path:

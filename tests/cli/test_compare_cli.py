@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from calibview.cli import main
-from calibview.core.evaluation.compare import compare_columns
+from calibview.core.reports.contrasts import compare_columns
 from calibview.core.stats.metrics import METRIC_NAMES
 
 BRIER, FLSD, C100 = "resnet110-brier/cifar10", "resnet110-flsd53/cifar10", "resnet110-brier/cifar100"

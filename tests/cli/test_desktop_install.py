@@ -9,7 +9,7 @@ import struct
 import pytest
 
 from calibview.cli import main
-from calibview.cli.program import desktop_install
+from calibview.cli import desktop_install
 
 
 def test_installs_entry_icons_and_mime_type_then_removes_exactly_them(tmp_path, capsys):

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from calibview.cli import main
-from calibview.core.evaluation.domains import domain_columns
+from calibview.core.reports.contrasts import domain_columns
 from calibview.core.evaluation.engine import Engine
 from calibview.core.evaluation.request import EvalRequest
 from calibview.core.stats.metrics import METRIC_NAMES
@@ -16,7 +16,7 @@ from calibview.core.stats.metrics import METRIC_NAMES
 def domains_file(path, n=600, k=5, seed=0):
     """val and test from one domain; deploy label-shifted (class 0 dominant) and sharper: over-confident."""
     rng = np.random.default_rng(seed)
-    from calibview.core.io.logits import write_run
+    from calibview.core.io.writer import write_run
 
     for split, scale, prior in (("val", 2.0, None), ("test", 2.0, None), ("deploy", 3.5, [0.6] + [0.1] * 4)):
         y = rng.choice(k, size=n, p=prior)
@@ -54,12 +54,13 @@ def test_rows_equal_separate_single_split_runs(dfile, capsys):
 
 
 def test_the_command_line_fits_once_for_every_domain(dfile):
-    from calibview.cli.program import _evaluate_all, build_parser
+    from calibview.cli.options import evaluate_all
+    from calibview.cli.program import build_parser
 
     args = build_parser().parse_args(["metrics", str(dfile), "--calibrators", "none,ts,hb", "--eval-split",
                                       "test,deploy,val", "--fit-split", "val", "--bandwidth", "0.05,0.1",
                                       "--n-boot", "10", "--quiet"])
-    evs = _evaluate_all(args)
+    evs = evaluate_all(args)
     assert len(evs) == 3 * 2                                   # splits x settings
     # the settings of one split share one request's counters: count each request once
     per_request = [ev.counters for ev in evs if ev.request.bandwidth == 0.05]
@@ -151,7 +152,7 @@ def test_report_draws_one_diagram_per_split(dfile, tmp_path):
 
 def test_slices_per_domain(tmp_path, capsys):
     """`slices --eval-split test,deploy`: the records of each split (the table says which)."""
-    from calibview.core.io.logits import write_run
+    from calibview.core.io.writer import write_run
 
     rng = np.random.default_rng(1)
     path = tmp_path / "m.h5"

@@ -41,7 +41,7 @@ def test_binary_run_gets_a_positive_class_diagram(tmp_path):
     import numpy as np
     from PySide6 import QtGui
 
-    from calibview.core.io.logits import write_run
+    from calibview.core.io.writer import write_run
     rng = np.random.default_rng(0)
     path = tmp_path / "bin.h5"
     for split in ("val", "test"):

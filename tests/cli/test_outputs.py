@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from calibview.cli import program as cli
+from calibview.cli import report as report_command
 from calibview.cli import main
 from calibview.core.errors import CalibviewError
-from calibview.core.io.logits import write_run
+from calibview.core.io.writer import write_run
 from calibview.core.reports.folder import MANIFEST
 from calibview.core.io.safe_io import atomic_hdf5, refuse_overwriting_inputs, same_file
 
@@ -91,7 +91,7 @@ def test_apply_appends_through_a_temporary_copy(tmp_path, fitted, monkeypatch):
     def fail(*args, **kwargs):
         raise OSError("disk full")
 
-    monkeypatch.setattr("calibview.core.io.logits._write_dataset", fail)
+    monkeypatch.setattr("calibview.core.io.writer._write_dataset", fail)
     assert main(["apply", str(cal), str(data), "--run", "a/d", "--split", "test", "-o", str(out)]) == 2
     assert fingerprint(out) == before                      # the failed append never touched OUT
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
@@ -160,7 +160,7 @@ def test_failed_run_leaves_the_previous_report_intact(tmp_path, monkeypatch):
     def fail(*args, **kwargs):
         raise CalibviewError("the diagram could not be drawn.")
 
-    monkeypatch.setattr(cli, "_write_diagrams", fail)
+    monkeypatch.setattr(report_command, "write_diagrams", fail)
     assert report(data, out, "--run", "a/d") == 2
     assert {p.name: fingerprint(p) for p in out.iterdir()} == before
 
@@ -169,7 +169,7 @@ def test_failed_run_into_a_new_folder_leaves_nothing(tmp_path, monkeypatch):
     def fail(*args, **kwargs):
         raise CalibviewError("the diagram could not be drawn.")
 
-    monkeypatch.setattr(cli, "_write_diagrams", fail)
+    monkeypatch.setattr(report_command, "write_diagrams", fail)
     assert report(two_runs(tmp_path / "in.h5"), tmp_path / "new") == 2
     assert not (tmp_path / "new").exists()
 
@@ -203,7 +203,7 @@ def test_an_append_through_a_symbolic_link_replaces_its_target(tmp_path):
     os.symlink(real, tmp_path / "link.h5")
     write_run(tmp_path / "link.h5", "c", "d", "test", np.zeros((4, 3), np.float32), np.arange(4) % 3)
     assert (tmp_path / "link.h5").is_symlink()
-    from calibview.core.io.logits import list_runs
+    from calibview.core.io.discovery import list_runs
     assert [r.name for r in list_runs(real)] == ["a/d", "b/d", "c/d"]
 
 

@@ -9,7 +9,8 @@ import pytest
 from scipy.stats import binomtest
 
 from calibview.cli import main
-from calibview.core.io.logits import find_run, read_split
+from calibview.core.io.discovery import find_run
+from calibview.core.io.logits import read_split
 from calibview.core.stats.metrics import METRIC_NAMES
 
 RUN = "resnet110-brier/cifar10"

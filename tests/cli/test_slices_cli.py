@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from calibview.cli import main
-from calibview.core.io.logits import write_run
+from calibview.core.io.writer import write_run
 from calibview.core.stats.metrics import METRIC_NAMES
 from calibview.core.reports.tables import metric_columns
 

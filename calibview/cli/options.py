@@ -1,0 +1,371 @@
+"""What the commands share: their options, the requests built from them, the evaluation of every request with a
+progress bar, and the command line's wording of core errors.
+
+Every default comes from the core (:class:`calibview.core.evaluation.request.EvalRequest`, the release limits, the
+slice and drift functions); the help texts are built from them. The core is imported inside the functions, so a
+command module stays cheap to import.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import logging
+import re
+import sys
+import threading
+import time
+from typing import Callable, Optional
+
+from calibview.core.errors import CalibviewError
+from calibview.core.io.demo import demo_path
+from calibview.startup import add_log_options
+
+#: the flag of a core parameter whose name is not the flag's (``--name-with-dashes`` otherwise)
+FLAGS = {"out_dir": "--out"}
+
+
+def request_defaults() -> dict:
+    """The field defaults of EvalRequest by name, the one source of every evaluation default; ``max_memory`` (None
+    there: the streaming threshold) is that threshold in bytes."""
+    import dataclasses
+
+    from calibview.core.evaluation.request import EvalRequest
+    from calibview.core.io.stream import DEFAULT_MAX_MEMORY
+
+    out = {f.name: f.default for f in dataclasses.fields(EvalRequest) if f.default is not dataclasses.MISSING}
+    if out.get("max_memory") is None:
+        out["max_memory"] = DEFAULT_MAX_MEMORY
+    return out
+
+
+def signature_defaults(function: Callable) -> dict:
+    """The keyword defaults of a core function by parameter name (e.g. ``evaluate_slices``' ``min_slice``)."""
+    return {name: p.default for name, p in inspect.signature(function).parameters.items()
+            if p.default is not inspect.Parameter.empty}
+
+
+def size_text(nbytes: int) -> str:
+    """Bytes as the largest unit that divides them exactly: 2 << 30 -> ``"2G"`` (what ``--max-memory`` takes)."""
+    for unit, scale in (("T", 1 << 40), ("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if nbytes % scale == 0:
+            return f"{nbytes // scale}{unit}"
+    return str(nbytes)
+
+
+class ProgressBar:
+    """A one-line progress bar on stderr (only when stderr is a terminal, so logs stay clean); call it as
+    ``progress(fraction in [0, 1], message)``."""
+
+    def __init__(self, enabled: Optional[bool] = None, width: int = 30) -> None:
+        self.enabled = sys.stderr.isatty() if enabled is None else enabled
+        self.width, self.prefix, self._last = width, "", 0.0
+
+    def __call__(self, fraction: float, message: str) -> None:
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if fraction < 1.0 and now - self._last < 0.05:
+            return
+        self._last = now
+        filled = int(round(self.width * fraction))
+        line = f"\r{self.prefix}[{'#' * filled}{'.' * (self.width - filled)}] {fraction * 100:3.0f}% {message}"
+        sys.stderr.write(line[:120].ljust(120))
+        sys.stderr.flush()
+
+    def done(self) -> None:
+        """Clear the bar's line."""
+        if self.enabled:
+            sys.stderr.write("\r" + " " * 120 + "\r")
+            sys.stderr.flush()
+
+
+def add_eval_options(p: argparse.ArgumentParser) -> None:
+    """The options of the commands that evaluate runs (report, metrics, slices): the input, the runs and splits,
+    the calibrators, the settings of the metrics and intervals, logging and what the input may do."""
+    d = request_defaults()
+    p.add_argument("file", nargs="?", help="HDF5 logits file, or a quoted glob of shards (default: the demo)")
+    p.add_argument("--shards", metavar="GLOB", default=None,
+                   help="several HDF5 files that together form the runs, e.g. 'logits-*.h5' (quoted)")
+    p.add_argument("--run", action="append", metavar="MODEL/DATASET",
+                   help="run to evaluate (repeatable; default: every run in the file)")
+    p.add_argument("--fit-split", default=None,
+                   help=f"split the calibrators are fitted on (default: {d['fit_split']})")
+    p.add_argument("--eval-split", default=None,
+                   help=f"split the metrics are computed on (default: {d['eval_split']}); a comma-separated list "
+                        "evaluates the same fitted calibrators on each (domains: test,deploy), the first being the "
+                        "reference")
+    p.add_argument("--calibrators", default=None,
+                   help=f"comma-separated: none,ts,ts-grid,... (default: {','.join(d['calibrators'])})")
+    p.add_argument("--option", action="append", default=[], metavar="CAL.KEY=VALUE",
+                   help="a calibrator option, repeatable: hb.bins=20, hb.strategy=quantile, ms.penalty=l2, "
+                        "ms.lam=0.1, dirichlet.lam=auto, platt.smooth_targets=true")
+    p.add_argument("--bins", default=str(d["bins"]),
+                   help=f"number of bins, or 'auto' (default: {d['bins']}); a comma-separated list is an ablation: "
+                        "10,15,20")
+    bandwidth = f"{d['bandwidth']:g}"
+    p.add_argument("--bandwidth", default=bandwidth,
+                   help=f"kernel bandwidth of the diagram and of CAL (default {bandwidth}); a list is an ablation: "
+                        "0.02,0.05,0.1")
+    p.add_argument("--kernel", default=d["kernel"],
+                   help=f"gaussian or epanechnikov (default {d['kernel']}); a list is an ablation: "
+                        "gaussian,epanechnikov")
+    p.add_argument("--n-boot", type=int, default=d["n_boot"], help="bootstrap resamples per interval (0: none)")
+    p.add_argument("--seed", type=int, default=d["seed"], help=f"bootstrap seed, 0 or more (default {d['seed']})")
+    p.add_argument("--level", type=float, default=d["level"], help=f"interval level (default {d['level']:g})")
+    p.add_argument("--device", default=d["device"], help=f"cpu, cuda or auto (default: {d['device']})")
+    memory = size_text(d["max_memory"])
+    p.add_argument("--max-memory", default=memory, metavar="SIZE",
+                   help=f"a split larger than this in memory is streamed from disk in chunks (default {memory})")
+    add_log_options(p)
+    add_input_options(p)
+
+
+def add_input_options(p: argparse.ArgumentParser) -> None:
+    """What an untrusted input may do (calibview.core.io.guard): every command that reads a logits file takes these."""
+    p.add_argument("--allow-external", action="append", default=[], metavar="PATH",
+                   help="let the input's external links, external storage or virtual datasets read this file "
+                        "(repeatable; only the files named)")
+    p.add_argument("--allow-sparse", action="store_true",
+                   help="read datasets whose chunks were never written or that inflate over 200x (over 256 MB)")
+
+
+def add_common_options(p: argparse.ArgumentParser) -> None:
+    """The options of the release, check and drift commands besides their own: the device, logging and what the
+    input may do."""
+    device = request_defaults()["device"]
+    p.add_argument("--device", default=device, help=f"cpu, cuda or auto (default: {device})")
+    add_log_options(p)
+    add_input_options(p)          # --allow-external, --allow-sparse (calibview.core.io.guard)
+
+
+def add_figure_options(p: argparse.ArgumentParser) -> None:
+    """The diagram files as publication figures (any of these options: the figure renderer, calibview.plot)."""
+    g = p.add_argument_group("figure", "diagram files as figures for papers and slides (light theme, vector PDF/SVG)")
+    g.add_argument("--layout", choices=("overlay", "grid"),
+                   help="overlay: every calibrator in one plot; grid: one panel per calibrator (default: overlay)")
+    g.add_argument("--format", dest="figure_format", metavar="FMT[,FMT]",
+                   help="diagram file formats among png, svg, pdf (default: png)")
+    g.add_argument("--dpi", type=float, help="PNG resolution (default 300)")
+    g.add_argument("--figure-width", metavar="WIDTH",
+                   help="figure width: 3.5in (one column), 7in (two columns), 18cm, 2100px (default 7in)")
+    g.add_argument("--font-size", type=float, metavar="PT", help="font size in points (default 8)")
+    g.add_argument("--line-width", type=float, metavar="PT", help="curve width in points (default 1.2)")
+
+
+def figure_options(args):
+    """(FigureOptions, formats) from the figure options, or None when none was given (the classic diagram.png)."""
+    given = [args.layout, args.figure_format, args.dpi, args.figure_width, args.font_size, args.line_width]
+    if all(v is None for v in given):
+        return None
+    from calibview.plot.spec import FigureOptions, parse_formats, parse_length
+
+    dpi = 300.0 if args.dpi is None else float(args.dpi)
+    if not 10 <= dpi <= 2400:
+        raise CalibviewError(f"--dpi {args.dpi:g} is out of range; choose between 10 and 2400")
+    try:
+        width = parse_length(args.figure_width or "7in", dpi)
+        formats = parse_formats(args.figure_format or "png")
+    except ValueError as e:
+        raise CalibviewError(str(e)) from None
+    opts = FigureOptions(width_in=width, dpi=dpi, layout=args.layout or "overlay",
+                         font_pt=args.font_size or 8.0, line_width_pt=args.line_width or 1.2)
+    return opts, formats
+
+
+def _float_list(text: str, what: str) -> list[float]:
+    out = []
+    for item in str(text).split(","):
+        try:
+            out.append(float(item))
+        except ValueError:
+            raise CalibviewError(f"--{what} takes a number or a comma-separated list of numbers, not "
+                                 f"{item.strip()!r}.") from None
+    return out
+
+
+def _list(text: str) -> list[str]:
+    items = [t.strip() for t in str(text).split(",")]
+    if not all(items):
+        raise CalibviewError(f"{text!r} has an empty item; give a comma-separated list without gaps.")
+    return list(dict.fromkeys(items))
+
+
+def _int_or_text(text: str):
+    try:
+        return int(text)
+    except ValueError:
+        return text              # refused with the valid choices by the request check
+
+
+def settings_from_args(args) -> list:
+    """The (bins, bandwidth, kernel) Settings of the command line: one, or an ablation grid (bins outermost)."""
+    from calibview.core.evaluation.request import Setting
+
+    bins = [b if b.lower() == "auto" else _int_or_text(b) for b in _list(args.bins)]
+    bandwidths = list(dict.fromkeys(_float_list(args.bandwidth, "bandwidth")))
+    kernels = [k.lower() for k in _list(args.kernel)]
+    return [Setting(b, h, k) for b in bins for h in bandwidths for k in kernels]
+
+
+def parse_options(items) -> tuple:
+    """``["hb.bins=20", "ms.penalty=l2"]`` -> the nested-tuple form of EvalRequest.options."""
+    out: dict[str, dict] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        name, dot, opt = key.partition(".")
+        if not (sep and dot and name and opt):
+            raise CalibviewError(f"--option {item!r} is not of the form CALIBRATOR.KEY=VALUE (e.g. hb.bins=20).")
+        out.setdefault(name.strip(), {})[opt.strip()] = _option_value(value.strip())
+    return tuple((name, tuple(opts.items())) for name, opts in out.items())
+
+
+def _option_value(text: str):
+    low = text.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return text
+
+
+def eval_file(args) -> str:
+    """The input of an evaluating command: FILE, the --shards glob, or the bundled demo."""
+    return args.shards or args.file or str(demo_path())
+
+
+def requests_from_args(args) -> list:
+    """The EvalRequests of the command line, one per run and eval split, each with the first setting; a run,
+    split, calibrator or option that cannot work is refused before any work."""
+    from calibview.core import calibrators as calib
+    from calibview.core.evaluation.request import EvalRequest, default_splits
+    from calibview.core.io import discovery, shards
+    from calibview.core.io.stream import parse_size
+
+    if args.shards and args.file:
+        raise CalibviewError("Give either FILE or --shards, not both.")
+    file = eval_file(args)
+    runs = (shards if shards.is_pattern(file) else discovery).list_runs(file)
+    chosen = [discovery.find_run(runs, name) for name in args.run] if args.run else runs
+    explicit = args.calibrators is not None
+    given = args.calibrators if explicit else ",".join(request_defaults()["calibrators"])
+    names = tuple(c.strip() for c in given.split(",") if c.strip())
+    if not names:
+        raise CalibviewError("--calibrators is empty; give a comma-separated list such as none,ts.")
+    options = parse_options(args.option)
+    for name, opts in options:
+        if name not in names:
+            raise CalibviewError(f"--option for {name!r}, which is not among --calibrators ({', '.join(names)}).")
+        calib.configured(name, dict(opts))
+    for name in names:
+        calib.get(name)
+    eval_splits = _list(args.eval_split) if args.eval_split else [None]
+    requests = []
+    for run in chosen:
+        evals = [default_splits(run, e)[1] for e in eval_splits]
+        for name in evals + ([args.fit_split] if args.fit_split else []):
+            run.split(name)                      # a split the run lacks is refused before any work
+        fit_split = args.fit_split or default_fit(run, evals)
+        eval_split = evals[0]
+        run_names = names
+        binary = [c for c in names if calib.get(c).binary_only]
+        if binary and run.k != 2:
+            run_names = tuple(c for c in names if c not in binary)
+            print(f"calibview: run {run.name} has K = {run.k} classes: skipping {', '.join(binary)} "
+                  "(binary problems only).", file=sys.stderr)
+        if fit_split is None and any(c != "none" for c in run_names):
+            if explicit:
+                raise CalibviewError(
+                    f"Run {run.name} in {file} has only the split {eval_split!r}, so there is nothing to fit "
+                    "calibrators on; add a fit split to the file or pass --fit-split explicitly.")
+            run_names = ("none",)
+            print(f"calibview: run {run.name} has a single split: reporting it uncalibrated.", file=sys.stderr)
+        if fit_split in evals:                   # as the window warns; once per calibrator
+            for c in run_names:
+                if c != "none":
+                    logging.getLogger("calibview").warning(
+                        f"warning: run {run.name}: {c} was fitted and evaluated on the same split ({fit_split}): "
+                        "these are in-sample numbers.")
+        first = settings_from_args(args)[0]
+        for eval_split in evals:                 # one request per domain: the engine fits once for all of them
+            requests.append(EvalRequest(file=str(file), run=run.name, eval_split=eval_split, fit_split=fit_split,
+                                        calibrators=run_names, bins=first.bins, n_boot=args.n_boot,
+                                        seed=args.seed, level=args.level, bandwidth=first.bandwidth,
+                                        kernel=first.kernel, device=args.device, options=options,
+                                        max_memory=parse_size(args.max_memory)))
+    return requests
+
+
+def default_fit(run, evals: list[str]) -> Optional[str]:
+    """The fit split when none is named: the default fit split ("val", else the first split) among those not
+    evaluated on; with every split evaluated on, what a single evaluation split would get."""
+    from calibview.core.evaluation.request import default_splits
+
+    others = [s.name for s in run.splits if s.name not in evals]
+    if others:
+        fit = request_defaults()["fit_split"]
+        return fit if fit in others else others[0]
+    return default_splits(run, evals[0])[0]
+
+
+def evaluate_all(args, engine=None) -> list:
+    """Every run's evaluations, one per eval split and setting of the command line (an ablation and the domains
+    share fits and scores); pass an ``engine`` to reuse its cache afterwards."""
+    from dataclasses import replace
+
+    from calibview.core.evaluation.engine import Engine
+    from calibview.core.evaluation.request import check_request
+
+    settings = settings_from_args(args)
+    requests = requests_from_args(args)
+    for req in requests:                  # every request and setting is checked before any work starts
+        for s in settings:
+            check_request(replace(req, bins=s.bins, bandwidth=s.bandwidth, kernel=s.kernel))
+    bar = ProgressBar(enabled=False if args.quiet else None)
+    cancel = threading.Event()
+    engine = engine if engine is not None else Engine()
+    results = []
+    try:
+        for i, req in enumerate(requests):
+            bar.prefix = f"{req.run} ({i + 1}/{len(requests)}) "
+            results.extend(engine.evaluate_settings(req, settings, progress=bar, cancel=cancel))
+    finally:
+        bar.done()
+    return results
+
+
+def first_settings(evaluations) -> list:
+    """The evaluation of the first setting of each run and split (an ablation has one per setting)."""
+    seen, out = set(), []
+    for ev in evaluations:
+        key = (ev.run.file, ev.run.name, ev.request.fit_split, ev.request.eval_split)
+        if key not in seen:
+            seen.add(key)
+            out.append(ev)
+    return out
+
+
+def log_calibrator_warnings(ev) -> None:
+    """The fitted calibrators' warnings on stderr (report and metrics alike; --quiet silences them)."""
+    for r in ev.results:
+        for w in r.warnings:
+            logging.getLogger("calibview").warning(f"warning: {ev.run.name} {r.name}: {w}")
+
+
+def flag_message(error: CalibviewError) -> str:
+    """The error's message as the command line says it: each parameter a ParameterError names becomes its flag
+    (``target_precision`` -> ``--target-precision``, ``device=cuda`` -> ``--device cuda``, ``force=True`` ->
+    ``--force``); any other error's message as it is."""
+    text = str(error)
+    for name in getattr(error, "parameters", ()):
+        flag = FLAGS.get(name, "--" + name.replace("_", "-"))
+        at = rf"(?<![^\s(]){re.escape(name)}"          # the name as a word: at the start, after a space or "("
+        if re.search(at + "=", text):
+            text = re.sub(at + r"=True\b", lambda m: flag, text)
+            text = re.sub(at + "=", lambda m: flag + " ", text)
+        else:
+            text = re.sub(at + r"(?![\w=-])", lambda m: flag, text)
+    return text
