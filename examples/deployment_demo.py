@@ -1,4 +1,5 @@
-"""Build deploy_demo.h5 for the README's "From calibrated to shipped" walk-through.
+"""Build deploy_demo.h5 for the release walk-through (the README's last quick start, docs/RELEASE.md's worked
+example).
 
 From the bundled demo's CIFAR-100 run (ResNet-110 trained with the Brier loss) it writes:
 
@@ -11,6 +12,9 @@ From the bundled demo's CIFAR-100 run (ResNet-110 trained with the Brier loss) i
   superclasses (Krizhevsky 2009), looked up by class name.
 
     python examples/deployment_demo.py [OUT.h5]
+
+OUT.h5 defaults to deploy_demo.h5 in the current folder, so run it from a scratch folder (the walk-through starts
+with ``cd "$(mktemp -d)"``) or give a path outside the repository.
 """
 
 from __future__ import annotations
@@ -20,7 +24,9 @@ import sys
 import numpy as np
 
 from calibview import demo_path
+from calibview.core.io import discovery
 from calibview.core.io import logits as lg
+from calibview.core.io import writer
 
 RUN = "resnet110-brier/cifar100"
 SEED = 2026
@@ -74,7 +80,7 @@ def carve(rows: np.ndarray, coarse: np.ndarray, favoured, kept_share: float, rng
 
 def main(out: str = "deploy_demo.h5") -> None:
     src = demo_path()
-    run = lg.find_run(src, RUN)
+    run = discovery.find_run(src, RUN)
     coarse_of_class = superclass_of(run.class_names)
     val, test = lg.read_split(src, run, "val"), lg.read_split(src, run, "test")
     rng = np.random.default_rng(SEED)
@@ -87,7 +93,7 @@ def main(out: str = "deploy_demo.h5") -> None:
               "shadow": ("logits", test.scores[shadow], test.labels[shadow])}
     meta = {name: {"superclass": coarse_of_class[labels].astype(str)} for name, (_, _, labels) in splits.items()}
     model, dataset = run.model, run.dataset
-    lg.write_splits(out, model, dataset, splits, class_names=run.class_names, overwrite=True, meta=meta)
+    writer.write_splits(out, model, dataset, splits, class_names=run.class_names, overwrite=True, meta=meta)
     for name, (_, _, labels) in splits.items():
         share = {"deploy": DEPLOY_FAVOURED, "shadow": SHADOW_FAVOURED}.get(name)
         note = "" if share is None else \
