@@ -21,8 +21,9 @@ import numpy as np  # noqa: E402
 from PySide6 import QtCore, QtWidgets  # noqa: E402
 from PySide6.QtTest import QTest  # noqa: E402
 
-from calibview.core.evaluation.request import EvalRequest, evaluate  # noqa: E402
-from calibview.core.io.logits import write_run  # noqa: E402
+from calibview.core.evaluation.engine import evaluate  # noqa: E402
+from calibview.core.evaluation.request import EvalRequest  # noqa: E402
+from calibview.core.io.writer import write_run  # noqa: E402
 from calibview.core.io.stream import tune_allocator  # noqa: E402
 
 

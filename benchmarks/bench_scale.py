@@ -24,7 +24,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 CHILD = r"""
 import json, sys, threading, time
 from calibview.core.errors import Cancelled
-from calibview.core.evaluation.request import EvalRequest, evaluate
+from calibview.core.evaluation.engine import evaluate
+from calibview.core.evaluation.request import EvalRequest
 from calibview.core.io.stream import tune_allocator
 
 tune_allocator()                # as the CLI's main() does

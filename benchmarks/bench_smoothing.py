@@ -1,4 +1,4 @@
-"""Timings of calibview.core.stats.smoothing against relplot 1.0.3 (prints, never asserts).
+"""Timings of calibview.core.stats.smooth_ece and .smoothing against relplot 1.0.3 (prints, never asserts).
 
 Run: python benchmarks/bench_smoothing.py
 - SmoothECE vs relplot.smECE on N = 10,000 and 50,000 (median of 5, speed ratio, absolute difference)
@@ -15,7 +15,8 @@ import relplot
 import torch
 
 import calibview
-from calibview.core.stats.smoothing import bin_stats, cal_resampled, cal_tot, sharpness_curve, smece, smece_resampled
+from calibview.core.stats.smooth_ece import smece, smece_resampled
+from calibview.core.stats.smoothing import bin_stats, cal_resampled, cal_tot, sharpness_curve
 
 
 def median_time(fn, repeat=5):

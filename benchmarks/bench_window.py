@@ -9,7 +9,7 @@ with the real MainWindow shown. The process is set up as ``python -m calibview.g
 window run computes from scratch like the CLI's fresh process (the first partial result's time is printed too).
 CLI run: a fresh ``python`` process that starts as ``calibview metrics`` starts (``startup.configure_openmp``
 before torch loads: OMP_WAIT_POLICY=PASSIVE unless the environment sets it), runs the same request through
-``calibview.core.evaluation.request.evaluate`` (a fresh Engine) in its main thread, with this script's original
+``calibview.core.evaluation.engine.evaluate`` (a fresh Engine) in its main thread, with this script's original
 environment, and prints ``evaluation.elapsed_s`` (its compute time; the interpreter start and imports are not
 counted). The last line is ``RESULT {json}`` for scripts (bench_engine.py).
 Runs are interleaved (window, CLI, window, ...) so that load on a shared machine hits both sides alike; the
@@ -41,7 +41,8 @@ _CHILD = """
 import ast, json, os, sys
 from calibview.startup import configure_openmp
 configure_openmp()                      # as calibview.cli.program.main does, before torch loads
-from calibview.core.evaluation.request import EvalRequest, evaluate
+from calibview.core.evaluation.engine import evaluate
+from calibview.core.evaluation.request import EvalRequest
 ev = evaluate(EvalRequest(**ast.literal_eval(sys.stdin.read())))
 print(json.dumps({"elapsed_s": ev.elapsed_s, "timings": dict(ev.timings),
                   "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY")}))

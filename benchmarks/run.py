@@ -44,8 +44,10 @@ import synthetic  # noqa: E402
 from calibview.core import calibrators as calib  # noqa: E402
 from calibview.core.calibrators import binning as cb  # noqa: E402
 from calibview.core.calibrators import scaling as cs  # noqa: E402
-from calibview.core.stats import smoothing  # noqa: E402
-from calibview.core.evaluation.request import EvalRequest, evaluate  # noqa: E402
+from calibview.core.calibrators import scaling_fit  # noqa: E402
+from calibview.core.stats import smooth_ece, smoothing  # noqa: E402
+from calibview.core.evaluation.engine import evaluate  # noqa: E402
+from calibview.core.evaluation.request import EvalRequest  # noqa: E402
 from calibview.core.io.logits import read_split  # noqa: E402
 from calibview.core.stats.metrics import chunk_rows, top_label, top_label_ece  # noqa: E402
 from calibview.core.io.stream import tune_allocator  # noqa: E402
@@ -332,7 +334,7 @@ def bench_size(n: int, k: int, tmp: str, timer: Timer, n_boot: int, rows: list[R
     brier = ((lp.exp() ** 2).sum(1) - 2 * lp.gather(1, y[:, None])[:, 0].exp() + 1).numpy()
     del lp
     import relplot
-    t_ours, v_ours, _ = timer(lambda: smoothing.smece(conf, correct)[0])
+    t_ours, v_ours, _ = timer(lambda: smooth_ece.smece(conf, correct)[0])
     t_rp, v_rp, r_rp = timer(lambda: relplot.smECE(conf, correct))
     add("SmoothECE", t_ours, "relplot 1.0.3 smECE", t_rp, f"|diff| {abs(v_ours - v_rp):.1e}", once(r_rp, R),
         meta={"metric": "smece", "agree_value": abs(v_ours - v_rp)})
@@ -385,7 +387,7 @@ def bench_size(n: int, k: int, tmp: str, timer: Timer, n_boot: int, rows: list[R
                 f"refused: K^2 = {k * k:,} parameters > {cs.MAX_MATRIX_PARAMS:,}")
             continue
         x = zv.double()
-        obj = cs._Objective(x, yv, matrix, "odir" if matrix else None, 1e-3, 1e-3)
+        obj = scaling_fit.Objective(x, yv, matrix, "odir" if matrix else None, 1e-3, 1e-3)
         eye = torch.eye(k, dtype=torch.float64) if matrix else torch.ones(k, dtype=torch.float64)
         theta = obj.from_model(eye, torch.zeros(k, dtype=torch.float64))
         t_ours, _, _ = timer(lambda: obj(theta))
@@ -413,7 +415,7 @@ def bench_size(n: int, k: int, tmp: str, timer: Timer, n_boot: int, rows: list[R
         fitted = calib.fit(name, zv, yv)
         return cb.one_vs_rest(fitted, z).numpy()
     # classes absent from the fit split (K = 21,841 on 10,000 samples): netcal leaves their columns at 0,
-    # calibview maps their empty bins to the bin centres (calibrators_binning's docstring); the agreement is
+    # calibview maps their empty bins to the bin centres (the binning module's docstring); the agreement is
     # over the classes the fit split has
     present = np.bincount(yv.numpy(), minlength=k) > 0
     absent = "" if present.all() else f"{(~present).sum():,} classes absent from the fit split excluded"
@@ -483,7 +485,8 @@ def memory_row(rows: list[Row], print_row, tmp: str, n=50_000, k=1000) -> None:
     path = os.path.join(tmp, "memory.h5")
     synthetic.write(path, {"val": n, "test": n}, k, "float32", seed=2)
     # VmHWM (the process's own high-water mark) rather than ru_maxrss, which a child inherits from its parent
-    code = ("import sys; from calibview.core.evaluation.request import EvalRequest, evaluate\n"
+    code = ("import sys; from calibview.core.evaluation.request import EvalRequest\n"
+            "from calibview.core.evaluation.engine import evaluate\n"
             "from calibview.core.io.stream import tune_allocator; tune_allocator()\n"
             "hwm = lambda: [int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmHWM')][0]\n"
             "base = hwm()\n"

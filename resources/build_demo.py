@@ -18,7 +18,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run from a checkout without installing
 
-from calibview.core.io.logits import list_runs, write_splits  # noqa: E402
+from calibview.core.io.discovery import list_runs  # noqa: E402
+from calibview.core.io.writer import write_splits  # noqa: E402
 
 DEFAULT_SOURCE = REPO.parent / "shared" / "data"
 OUTPUT = REPO / "calibview" / "resources" / "demo.h5"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from calibview.core.io import logits as lg
+from calibview.core.io import writer
 
 RUN = "net/toy"
 NAMES = ("cat", "dog", "fox")
@@ -28,7 +28,7 @@ def write_toy(path, *, n: int = 600, shadow_scale: float = 3.5, k: int = 3, val_
         splits = {s: ("logits", np.pad(z, ((0, 0), (0, k - 3))), y) for s, (_, z, y) in splits.items()}
         names = NAMES + tuple(f"c{i}" for i in range(3, k))
     meta = {s: {"region": np.where(np.arange(len(y)) % 3 == 0, "north", "south")} for s, (_, _, y) in splits.items()}
-    lg.write_splits(path, "net", "toy", splits, class_names=names, meta=meta)
+    writer.write_splits(path, "net", "toy", splits, class_names=names, meta=meta)
     return str(path)
 
 

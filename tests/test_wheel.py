@@ -45,7 +45,7 @@ def test_installed_into_a_fresh_venv_it_opens_the_demo(wheel, tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     code = ("import calibview, sys; p = calibview.demo_path(); "
             "assert str(p).startswith(sys.argv[1]), p; "
-            "from calibview.core.io.logits import list_runs; print(p, len(list_runs(p)))")
+            "from calibview.core.io.discovery import list_runs; print(p, len(list_runs(p)))")
     r = subprocess.run([str(py), "-c", code, site], capture_output=True, text=True, cwd=tmp_path,
                        env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert r.returncode == 0, r.stderr

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from calibview.core.reports import tables as report
+from calibview.core.io import safe_io
 
 # In a fresh process: spy on os.umask and on glibc's mallopt, import the core, then run one CLI command.
 SPY = """
@@ -65,14 +65,14 @@ def test_the_cli_tunes_the_allocator_when_it_runs(spied):
 @pytest.mark.parametrize("proc", [True, False])
 def test_a_new_file_gets_0666_minus_the_umask(tmp_path, monkeypatch, proc):
     if not proc:                               # no /proc: fall back to setting and restoring the umask
-        monkeypatch.setattr(report, "PROC_STATUS", str(tmp_path / "no-such-status"))
+        monkeypatch.setattr(safe_io, "PROC_STATUS", str(tmp_path / "no-such-status"))
     old = os.umask(0o027)
     try:
-        report.atomic_write(tmp_path / "new.csv", "a,b\n")
+        safe_io.atomic_write(tmp_path / "new.csv", "a,b\n")
         assert os.umask(0o027) == 0o027        # the write left the umask as it found it
     finally:
         os.umask(old)
     assert stat.S_IMODE(os.stat(tmp_path / "new.csv").st_mode) == 0o640
     os.chmod(tmp_path / "new.csv", 0o600)      # a replaced file keeps its own mode
-    report.atomic_write(tmp_path / "new.csv", "c,d\n")
+    safe_io.atomic_write(tmp_path / "new.csv", "c,d\n")
     assert stat.S_IMODE(os.stat(tmp_path / "new.csv").st_mode) == 0o600
