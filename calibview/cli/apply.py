@@ -66,7 +66,7 @@ def run(args) -> int:
 
     from calibview.core.io import discovery, writer
     from calibview.core.io import logits as lg
-    from calibview.core.evaluation.request import scores_tensor
+    from calibview.core.evaluation.tensors import scores_tensor
     from calibview.core.stats.metrics import chunk_rows
 
     from calibview.core.io.safe_io import refuse_overwriting_inputs

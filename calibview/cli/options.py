@@ -31,7 +31,7 @@ def request_defaults() -> dict:
     import dataclasses
 
     from calibview.core.evaluation.request import EvalRequest
-    from calibview.core.io.stream import DEFAULT_MAX_MEMORY
+    from calibview.core.io.memory import DEFAULT_MAX_MEMORY
 
     out = {f.name: f.default for f in dataclasses.fields(EvalRequest) if f.default is not dataclasses.MISSING}
     if out.get("max_memory") is None:
@@ -243,7 +243,7 @@ def requests_from_args(args) -> list:
     from calibview.core import calibrators as calib
     from calibview.core.evaluation.request import EvalRequest, default_splits
     from calibview.core.io import discovery, shards
-    from calibview.core.io.stream import parse_size
+    from calibview.core.io.memory import parse_size
 
     if args.shards and args.file:
         raise CalibviewError("Give either FILE or --shards, not both.")

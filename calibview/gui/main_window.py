@@ -22,13 +22,13 @@ from calibview.gui.status import StatusFields
 from calibview.gui.views.bandwidth_bar import (H_MAX, H_MIN, BandwidthBar, bandwidth_to_slider,  # noqa: F401 (API)
                                                slider_to_bandwidth)
 from calibview.gui.views.browser import Browser
-from calibview.gui.views.calibrators import CalibratorPanel
-from calibview.gui.views.compare import CompareView
+from calibview.gui.views.calibrator_panel import CalibratorPanel
+from calibview.gui.views.compare_view import CompareView
 from calibview.gui.views.compare_figure import CompareFigure
-from calibview.gui.views.decisions import DecisionsView
-from calibview.gui.views.domains import DomainCanvases
+from calibview.gui.views.decisions_view import DecisionsView
+from calibview.gui.views.domain_canvases import DomainCanvases
 from calibview.gui.views.metrics_table import MetricsTable
-from calibview.gui.views.slices import SliceOverlay, SlicesView
+from calibview.gui.views.slices_view import SliceOverlay, SlicesView
 from calibview.plot.canvas import CalibrationCanvas
 
 H5_SUFFIXES = (".h5", ".hdf5", ".hdf", ".he5")

@@ -20,7 +20,7 @@ from calibview.core.evaluation.engine import Engine
 from calibview.core.errors import Cancelled, CalibviewError
 from calibview.core.evaluation.request import EvalRequest
 from calibview.gui.model.decisions import build_decisions
-from calibview.gui.model.slices import SliceResult, slice_result  # noqa: F401 (SliceResult: its old home)
+from calibview.gui.model.slice_results import SliceResult, slice_result  # noqa: F401 (SliceResult: its old home)
 
 
 class EvaluationWorker(QtCore.QObject):

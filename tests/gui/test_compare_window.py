@@ -11,7 +11,7 @@ from calibview.core.evaluation.compare import compare, requests_for
 from calibview.core.evaluation.engine import Engine
 from calibview.core.reports.contrasts import compare_columns
 from calibview.core.stats.metrics import METRIC_NAMES
-from calibview.gui.views.compare import MARK
+from calibview.gui.views.compare_view import MARK
 
 WAIT_MS = 60_000
 pytestmark = pytest.mark.window(n_boot=60)

@@ -11,7 +11,7 @@ from PySide6 import QtCore
 from scipy.stats import binomtest
 
 from calibview.core.evaluation.engine import Engine
-from calibview.gui.views.decisions import STEPS, slider_to_threshold, threshold_to_slider
+from calibview.gui.views.decisions_view import STEPS, slider_to_threshold, threshold_to_slider
 
 WAIT_MS = 60_000
 pytestmark = pytest.mark.window(n_boot=0, size=(1280, 800))

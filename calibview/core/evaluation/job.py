@@ -25,6 +25,7 @@ from typing import Mapping, Optional
 import torch
 
 from calibview.core import calibrators as calib
+from calibview.core.io import memory
 from calibview.core.io import discovery
 from calibview.core.io import logits as lg
 from calibview.core.io import shards, stream
@@ -33,7 +34,8 @@ from calibview.core.stats.metrics import resolve_bins
 from calibview.core.stats.points import compute_part
 from calibview.core.errors import report
 from calibview.core.evaluation.cache import LRUCache, file_identity
-from calibview.core.evaluation.request import EvalRequest, Setting, resolve_device, scores_tensor
+from calibview.core.evaluation.request import EvalRequest, Setting
+from calibview.core.evaluation.tensors import resolve_device, scores_tensor
 from calibview.core.evaluation.results import Evaluation, Scored
 
 #: resample counts kept in memory while a split is scored ((n_boot, units) uint8); above, no class-wise interval
@@ -83,7 +85,7 @@ class Job:
         self.dists: dict[tuple, dict] = {}
         self.counters = {"fitted": [], "reused": [], "scored": [], "resampled": []}
         self.timings: dict[str, float] = {}
-        self.budget = req.max_memory or stream.DEFAULT_MAX_MEMORY
+        self.budget = req.max_memory or memory.DEFAULT_MAX_MEMORY
 
     # --- keys ----------------------------------------------------------------------------------------------------
 
@@ -127,11 +129,11 @@ class Job:
 
     def open_split(self, name: str, span: tuple[float, float], opened: list):
         """(scores, labels) of split ``name``: (N, K) scores (log-probabilities or logits, as
-        :func:`~calibview.core.evaluation.request.scores_tensor`) and (N,) int64 labels on the device, read into
+        :func:`~calibview.core.evaluation.tensors.scores_tensor`) and (N,) int64 labels on the device, read into
         memory; or, above the memory budget, a :class:`~calibview.core.io.stream.StreamedSplit` (appended to
         ``opened``: the caller closes it) and its labels. ``span``: the progress range of the read."""
         info = self.run_info.split(name)
-        if stream.memory_bytes(info) > self.budget:
+        if memory.memory_bytes(info) > self.budget:
             split = stream.StreamedSplit(self.req.file, self.run_info, name, device=self.device,
                                          chunk_rows=self.req.chunk_rows)
             opened.append(split)
@@ -152,7 +154,7 @@ class Job:
         n_units = self.n if units is None else int(units.max()) + 1
         if r.n_boot * n_units > COUNTS_BUDGET:
             return None, units, (f"no class-wise ECE interval: {r.n_boot} resamples of {n_units:,} samples would "
-                                 f"take {stream.human(r.n_boot * n_units)} while scoring; lower --n-boot")
+                                 f"take {memory.human(r.n_boot * n_units)} while scoring; lower --n-boot")
         key = ("counts", self.n, self.k, r.n_boot, r.seed)
         counts = self.cache.get_or_build(key, lambda: Resampler(self.n, r.n_boot, r.seed, units=units)
                                          .counts_matrix())

@@ -1,5 +1,6 @@
 """What an evaluation is asked: :class:`EvalRequest` and its validation (:func:`check_request`), the settings of
-an ablation (:class:`Setting`), the default splits of a run, the device and the scores as the calibrators see them.
+an ablation (:class:`Setting`) and the default splits of a run. Importing it loads no torch (the device and the
+scores as tensors live in :mod:`calibview.core.evaluation.tensors`).
 
 The engine (:mod:`calibview.core.evaluation.engine`) turns a request into the immutable results of
 :mod:`calibview.core.evaluation.results`; ``engine.evaluate(request)`` runs one request through a fresh engine.
@@ -8,18 +9,14 @@ The engine (:mod:`calibview.core.evaluation.engine`) turns a request into the im
 from __future__ import annotations
 
 import itertools
-import warnings
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence, Union
 
 import numpy as np
-import torch
 
 from calibview.core import calibrators as calib
 from calibview.core.io import schema
-from calibview.core.stats import smoothing
 from calibview.core.errors import CalibviewError, ParameterError
-from calibview.core.stats.metrics import resolve_bins
 
 KERNELS = ("gaussian", "epanechnikov")
 
@@ -41,7 +38,7 @@ class EvalRequest:
     kernel: str = "gaussian"
     device: str = "auto"
     chunk_rows: Optional[int] = None
-    #: bytes a split may take in memory (None: stream.DEFAULT_MAX_MEMORY); larger splits are streamed from disk
+    #: bytes a split may take in memory (None: memory.DEFAULT_MAX_MEMORY); larger splits are streamed from disk
     max_memory: Optional[int] = None
     #: per-calibrator constructor options, e.g. (("hb", (("bins", 20),)),): nested tuples keep the request
     #: hashable and immutable; see calibrators.configured
@@ -68,21 +65,13 @@ def settings_of(req: EvalRequest, bins: Sequence = (), bandwidths: Sequence = ()
                                                                      [req.bandwidth], kernels or [req.kernel])]
 
 
-def resolve_device(device: str) -> torch.device:
-    """``auto`` picks CUDA when torch sees a GPU, else the CPU; ``cuda`` without a GPU is a user error."""
-    device = (device or "auto").lower()
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise ParameterError("device=cuda was requested but torch sees no CUDA GPU on this machine; "
-                             "use device=cpu or auto.", "device")
-    if device not in ("cpu",) and not device.startswith("cuda"):
-        raise CalibviewError(f"Unknown device {device!r}; use cpu, cuda or auto.")
-    return torch.device(device)
-
-
 def check_request(req: EvalRequest) -> None:
     """Refuse a request that cannot succeed, before any work (every setting, option and name is checked)."""
+    # Imported here, not at the top, so that the request types cost no torch: the command line reads their
+    # defaults to build its --help.
+    from calibview.core.stats import smoothing
+    from calibview.core.stats.metrics import resolve_bins
+
     if req.kernel not in KERNELS:
         raise CalibviewError(f"Unknown kernel {req.kernel!r}; use gaussian or epanechnikov.")
     if not (isinstance(req.bandwidth, (int, float)) and req.bandwidth > 0 and np.isfinite(req.bandwidth)):
@@ -116,17 +105,6 @@ def default_splits(run: schema.RunInfo, eval_split: Optional[str] = None) -> tup
     eval_split = eval_split or ("test" if "test" in names else names[-1])
     others = [n for n in names if n != eval_split]
     return ("val" if "val" in others else (others[0] if others else None)), eval_split
-
-
-def scores_tensor(data: schema.SplitData, device: torch.device | str = "cpu") -> torch.Tensor:
-    """Logits as stored; probabilities become log-probabilities (log 0 = -inf), so calibrators see one kind."""
-    with warnings.catch_warnings():
-        # The arrays are read-only on purpose; torch warns about that, but nothing here writes to them.
-        warnings.simplefilter("ignore", UserWarning)
-        t = torch.from_numpy(np.asarray(data.scores))
-    if data.kind == "probs":
-        t = torch.log(t.to(torch.float64))
-    return t.to(device)
 
 
 def quick_request(file: str, run: str, calibrators: Sequence[str] = ("none", "ts"), **kw) -> EvalRequest:

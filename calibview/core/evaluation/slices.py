@@ -32,6 +32,7 @@ import numpy as np
 import torch
 
 from calibview.core.stats import auroc as au
+from calibview.core.io import memory
 from calibview.core.io import discovery
 from calibview.core.io import logits as lg
 from calibview.core.io import schema
@@ -41,7 +42,8 @@ from calibview.core.stats.resampling import ResampleBlock, Resampler, percentile
 from calibview.core.stats.deltas import delta_columns, paired_difference
 from calibview.core.errors import CalibviewError, ParameterError, check_cancel, report
 from calibview.core.evaluation.records import setting_fields
-from calibview.core.evaluation.request import EvalRequest, check_request, resolve_device, scores_tensor
+from calibview.core.evaluation.request import EvalRequest, check_request
+from calibview.core.evaluation.tensors import resolve_device, scores_tensor
 from calibview.core.stats.metrics import METRIC_NAMES, SampleStats, StatsAccumulator, chunk_rows, resolve_bins
 from calibview.core.stats.points import compute_part, resample_part
 
@@ -270,7 +272,7 @@ def _classwise(req, run, info, fitted, scored, slices, b, counts, units, min_sli
     no per-slice AUROC."""
     k, names = run.k, list(scored)
     out: dict = {}
-    if stream.memory_bytes(info) > (req.max_memory or stream.DEFAULT_MAX_MEMORY):
+    if memory.memory_bytes(info) > (req.max_memory or memory.DEFAULT_MAX_MEMORY):
         split = stream.StreamedSplit(req.file, run, req.eval_split, device=device, chunk_rows=req.chunk_rows)
         try:
             sums, aurocs = _streamed_sums(split, fitted, names, slices, b, k, device, cancel)

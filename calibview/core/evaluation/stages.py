@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 from calibview.core import calibrators as calib
+from calibview.core.io import memory
 from calibview.core.io import stream
 from calibview.core.stats import auroc as au
 from calibview.core.stats.bootstrap import ClasswiseBootstrap, SampleBootstrap, mixed_classes
@@ -156,7 +157,7 @@ def scoring_pass(job: Job, scores, labels, items, counts, units, note, span) -> 
     per_pass = ClasswiseBootstrap.nbytes(r.n_boot, 0 if units is None else int(units.max()) + 1, k,
                                          units is not None)
     if counts is not None and per_pass * len(names) > CLASSWISE_BUDGET:
-        cw_note = (f"no class-wise ECE interval: its resamples would take {stream.human(per_pass)} per "
+        cw_note = (f"no class-wise ECE interval: its resamples would take {memory.human(per_pass)} per "
                    f"calibrator; lower --n-boot")
     two_pass = (counts is not None and cw_note is None and units is None and not stream.is_streamed(scores)
                 and r.n_boot * n * k > TWO_PASS_FLOPS)

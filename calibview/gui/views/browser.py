@@ -6,7 +6,7 @@ from pathlib import Path
 
 from PySide6 import QtCore, QtWidgets
 
-from calibview.gui.views.compare import RunPicker
+from calibview.gui.views.compare_view import RunPicker
 from calibview.gui.session import Session
 
 FILE_ROLE = QtCore.Qt.UserRole
@@ -45,7 +45,7 @@ class Browser(QtWidgets.QWidget):
         form.addRow("Fit on", self.fit_combo)
         form.addRow("Evaluate on", self.eval_combo)
         form.addRow("Compare on", self.compare_list)
-        self.run_picker = RunPicker(session)          # models on the same samples (calibview.gui.views.compare)
+        self.run_picker = RunPicker(session)          # models on the same samples (calibview.gui.views.compare_view)
         form.addRow("Compare with", self.run_picker)
         layout = QtWidgets.QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)

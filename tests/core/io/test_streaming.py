@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from calibview.core.stats import resampling
-from calibview.core.io import discovery, stream
+from calibview.core.io import discovery, memory, stream
 from calibview.core.errors import Cancelled, CalibviewError
 from calibview.core.evaluation.engine import evaluate
 from calibview.core.evaluation.request import EvalRequest
@@ -129,12 +129,12 @@ def test_a_bad_row_is_reported_when_a_pass_reaches_it(tmp_path):
 
 
 def test_memory_sizes():
-    assert stream.parse_size("2G") == 2 << 30 and stream.parse_size("512m") == 512 << 20
-    assert stream.parse_size("1.5GiB") == int(1.5 * (1 << 30)) and stream.parse_size("1000") == 1000
-    assert stream.parse_size("auto") is None
+    assert memory.parse_size("2G") == 2 << 30 and memory.parse_size("512m") == 512 << 20
+    assert memory.parse_size("1.5GiB") == int(1.5 * (1 << 30)) and memory.parse_size("1000") == 1000
+    assert memory.parse_size("auto") is None
     for bad in ("lots", "-1G", "0"):
         with pytest.raises(CalibviewError):
-            stream.parse_size(bad)
+            memory.parse_size(bad)
 
 
 def test_group_bootstrap_agrees_with_the_sample_bootstrap(tmp_path, monkeypatch):
