@@ -1,4 +1,4 @@
-"""The caching engine's interactive targets (issue 9), measured and written into RESULTS.md by this script.
+"""The caching engine's interactive targets, measured and written into RESULTS.md by this script.
 
     python benchmarks/bench_engine.py [--quick] [--out benchmarks/RESULTS.md] [--repeats 5] [--pairs 5]
                                       [--skip-large] [--skip-window]

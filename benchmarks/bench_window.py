@@ -1,4 +1,4 @@
-"""The window's evaluation time versus the CLI's compute time for the same request (issue 9, point 7).
+"""The window's evaluation time versus the CLI's compute time for the same request.
 
     QT_QPA_PLATFORM=offscreen python benchmarks/bench_window.py [--quick] [--pairs 5]
 
@@ -141,7 +141,7 @@ def main(argv=None) -> int:
     p.add_argument("--pairs", type=int, default=None, help="interleaved window/CLI pairs (default 5)")
     p.add_argument("--quick", action="store_true", help="none,ts; 100 resamples; 2 pairs (under a minute)")
     p.add_argument("--no-app-setup", action="store_true",
-                   help="skip app.configure_openmp (the window as it ran before issue 9.7's fix)")
+                   help="skip app.configure_openmp (the window as it ran before OpenMP threads were made passive)")
     args = p.parse_args(argv)
     calibrators = tuple(args.calibrators.split(",")) if args.calibrators else (QUICK if args.quick else FULL)
     n_boot = args.n_boot if args.n_boot is not None else (100 if args.quick else 1000)

@@ -11,7 +11,7 @@ compares the values. Nothing is asserted: the machines are shared and noisy, so 
 measured side by side. Nothing is extrapolated: the whole-report rows run the peers for real, once for the point
 estimates at every size, and with every resample recomputed by the peers at ``--resample-size`` (2,000 x 10 by
 default, where the dense CAL/TOT peer is cheap). ``--markdown FILE`` replaces the section between
-``<!-- run.py -->`` and ``<!-- /run.py -->`` (the whole file if it has no markers), including the issue 5 targets
+``<!-- run.py -->`` and ``<!-- /run.py -->`` (the whole file if it has no markers), including the targets
 computed from the rows. Peers: torchmetrics, netcal, relplot 1.0.3, scikit-learn, sharpcal 0.0.2 (its
 TemperatureScaler; its dense calibration-sharpness estimator needs the ``datasets`` package, so that formula,
 NW regression at the data points, is re-implemented here in float32 torch as sharpcal computes it).
@@ -524,7 +524,7 @@ def _fmt_x(v: float) -> str:
 
 
 def summary(rows: list[Row]) -> list[str]:
-    """Issue 5's targets, each computed from the rows measured above (an empty cell: not measured in this run)."""
+    """The targets, each computed from the rows measured above (an empty cell: not measured in this run)."""
     out = ["| target | measured in this run | holds? |", "|---|---|---|"]
     by = lambda m: [r for r in rows if r.meta.get("metric") == m]          # noqa: E731
     ratio = lambda r: r.peer_s / r.ours if r.ours and r.peer_s else None   # noqa: E731
@@ -583,7 +583,7 @@ def summary(rows: list[Row]) -> list[str]:
 
 def to_markdown(rows: list[Row], header: str, sizes: str) -> str:
     lines = [BEGIN, "## `python benchmarks/run.py`: calibview against its peers", "", header + ".", "",
-             f"Sizes run: {sizes}.", "", "### Issue 5's targets, computed from the rows below", ""]
+             f"Sizes run: {sizes}.", "", "### The targets, computed from the rows below", ""]
     lines += summary(rows)
     lines += ["", "### Rows", "", HOW, "", "| " + " | ".join(HEAD) + " |", "|" + "---|" * len(HEAD)]
     lines += ["| " + " | ".join(c.replace("|", "\\|") for c in r.cells()) + " |" for r in rows]

@@ -31,7 +31,7 @@ except ImportError:            # the fuzz suite skips itself without hypothesis
     settings = None
 if settings is not None:
     _checks = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture]
-    # ci: about 40 s on two shared cores (issue 12 asks for under two minutes); nightly: a long run
+    # ci: about 40 s on two shared cores (the suite's budget is under two minutes); nightly: a long run
     settings.register_profile("ci", max_examples=1200, deadline=10_000, suppress_health_check=_checks,
                               print_blob=True)
     settings.register_profile("nightly", max_examples=20_000, deadline=10_000, suppress_health_check=_checks,

@@ -1,6 +1,6 @@
 """Run pytest with PySide6, shiboken6 and pyqtgraph made unimportable, as on a machine without Qt.
 
-    python tests/qtless.py tests/core tests/cli -q
+    python tests/qtless.py tests/core tests/cli tests/gui/model -q
 
 Used by tests/test_architecture.py (in a subprocess); the tests that draw are marked ``qt`` and deselected."""
 

@@ -132,6 +132,31 @@ def test_no_folder_of_more_than_fifteen_modules():
     assert not crowded, crowded
 
 
+def _undocumented(path: Path) -> list[str]:
+    """Public functions, classes and methods of public classes without a docstring (Qt's camelCase overrides
+    such as ``paintEvent`` are documented by Qt)."""
+    out = []
+
+    def visit(node, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                if child.name.startswith("_"):
+                    continue
+                qt_override = prefix and child.name[:1].islower() and any(c.isupper() for c in child.name)
+                if not ast.get_docstring(child) and not (isinstance(child, ast.FunctionDef) and qt_override):
+                    out.append(f"{path.relative_to(ROOT)}:{child.lineno} {prefix}{child.name}")
+                if isinstance(child, ast.ClassDef):
+                    visit(child, prefix + child.name + ".")
+
+    visit(ast.parse(path.read_text()), "")
+    return out
+
+
+def test_every_public_function_and_class_is_documented():
+    missing = [m for p in sorted(PACKAGE.rglob("*.py")) for m in _undocumented(p)]
+    assert not missing, "\n".join(missing)
+
+
 def test_every_package_says_what_lives_there():
     silent = [str(p.relative_to(ROOT)) for p in PACKAGE.rglob("__init__.py")
               if not (ast.get_docstring(ast.parse(p.read_text())) or "").strip()]

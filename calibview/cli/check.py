@@ -1,4 +1,4 @@
-"""``calibview check CONFIG FILE``: the seed's acceptance checklist re-computed on a split, for CI pipelines.
+"""``calibview check CONFIG FILE``: the release's acceptance checklist re-computed on a split, for CI pipelines.
 Exit 0 when every criterion passes, 1 when any fails, 2 on bad input (tampered config, fit-data mismatch, another
 run or class count, unknown split)."""
 

@@ -1,4 +1,4 @@
-"""apply checks that a calibrators file fits its target (issue 12, item 3) and the small fixes of item 6."""
+"""apply checks that a calibrators file fits its target (K, class names, run), and its smaller checks."""
 
 from __future__ import annotations
 

@@ -257,7 +257,7 @@ def test_bad_calibrator_options_are_user_errors(tmp_path, demo_file, capsys, opt
     ("ms.lam=abc", ["Matrix scaling", "ms.lam = 'abc'", "float or 'auto'", "penalty (", "rel_tol (float)"]),
 ])
 def test_bad_option_keys_and_values_list_the_valid_keys(demo_file, capsys, option, fragments):
-    """One sentence on stderr and exit 2, before any run is read (issue 9, point 8.2)."""
+    """One sentence on stderr and exit 2, before any run is read."""
     assert main(["metrics", str(demo_file), "--calibrators", "none,hb,ms", "--option", option, "--json"]) == 2
     captured = capsys.readouterr()
     assert captured.out == ""
@@ -274,7 +274,7 @@ def test_option_mistakes_get_a_hint(demo_file, capsys, args, fragment):
 
 
 def test_fitting_and_evaluating_on_one_split_warns_but_runs(demo_file, capsys):
-    """The window's warning, on stderr (issue 9, point 8.6)."""
+    """The window's warning, on stderr."""
     args = ["metrics", str(demo_file), "--run", "resnet110-flsd53/cifar10", "--calibrators", "none,ts",
             "--n-boot", "0", "--json"]
     assert main([*args, "--fit-split", "test", "--eval-split", "test"]) == 0
@@ -291,7 +291,7 @@ def test_fitting_and_evaluating_on_one_split_warns_but_runs(demo_file, capsys):
 
 
 def test_a_mistyped_command_is_an_argparse_error_listing_the_commands(capsys, tmp_path):
-    """Issue 11: `calibview reprot f.h5 --out o` opened the window with "file does not exist" dialogs."""
+    """A mistyped command: `calibview reprot f.h5 --out o` opened the window with "file does not exist" dialogs."""
     from calibview.cli.program import main, opens_window
 
     assert not opens_window(["reprot", "f.h5", "--out", "o"])

@@ -1,4 +1,4 @@
-"""`calibview report --layout grid --format png,pdf --dpi 300 --figure-width 7in`: publication figures (issue 11)."""
+"""`calibview report --layout grid --format png,pdf --dpi 300 --figure-width 7in`: publication figures."""
 
 import csv
 

@@ -1,4 +1,4 @@
-"""Outputs never touch inputs, and a report folder is always one run's report (issue 12, items 1 and 2)."""
+"""Outputs never touch inputs, and a report folder is always one run's report."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Importing calibview changes nothing process-wide (issue 9, point 8.5): no glibc mallopt, no umask dance.
+"""Importing calibview changes nothing process-wide: no glibc mallopt, no umask dance.
 
 The allocator is tuned by the programs that evaluate (cli.main, gui.app.main, the benchmarks), not by a library
 import; the umask is read (from /proc/self/status where there is one), never set, until a file is written."""

@@ -9,7 +9,7 @@ the exact float64 sum of the evaluation split, and only the fluctuation ``(W - 1
 The same resamples (same seed) are used for every calibrator of an evaluation, so differences between
 calibrators are paired comparisons.
 
-Conventions (documented in the README):
+Conventions (docs/DEFINITIONS.md says why):
 - equal-width bins are re-decided per resample only through the counts (a sample's bin depends on its own
   confidence, so this is exact);
 - equal-mass bins (ACE, debiased ECE) keep the evaluation split's quantile groups in every resample, rather than

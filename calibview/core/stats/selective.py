@@ -346,7 +346,7 @@ class SortedConfidence:
 def audit(conf, correct, thresholds: Sequence[float] = (0.9, 0.95, 0.99), level: float = 0.95
           ) -> list[AtThreshold]:
     """Per threshold t, the samples with confidence >= t: n, mean confidence, accuracy with a Wilson interval at
-    ``level``, flagged when that interval excludes the mean confidence (the seed's "0.95 bin right 70 %")."""
+    ``level``, flagged when that interval excludes the mean confidence (a "95 % sure" bin that is right 70 % of the time)."""
     sc = SortedConfidence(conf, correct, level)
     return [sc.at(t) for t in thresholds]
 

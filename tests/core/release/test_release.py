@@ -200,7 +200,7 @@ def test_html_is_offline_embeds_the_figures_and_is_small(released):
 
 
 def test_html_metrics_table_uses_the_windows_unit_convention(released):
-    """Issue 11: the report's metrics read like the window's table (unit in the header, fixed precision)."""
+    """The report's metrics read like the window's table (unit in the header, fixed precision)."""
     from calibview.core.reports import units
     html = render(released, diagram_png=b"\x89PNG\r\n\x1a\nfake")
     assert ">ECE %</td>" in html and ">CAL ×100</td>" in html
