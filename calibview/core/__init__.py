@@ -1,5 +1,8 @@
-"""The evaluation core: numpy / scipy / torch / h5py only, never Qt (import-linter contracts in pyproject.toml,
-checked with tests/test_architecture.py, which also runs the core tests with Qt unimportable).
+"""The evaluation core, in layers that import only downward: ``release`` > ``reports`` > ``evaluation`` >
+``calibrators`` > ``io`` | ``stats`` > ``errors`` (docs/ARCHITECTURE.md draws them).
 
-Importing it changes nothing process-wide: programs that evaluate call :func:`calibview.core.io.stream.tune_allocator`
-at start-up themselves (the CLI, the window, the benchmarks)."""
+numpy / scipy / torch / h5py only, never Qt (import-linter contracts in pyproject.toml, checked with
+tests/test_architecture.py, which also runs the core tests with Qt unimportable).
+
+Importing it changes nothing process-wide: programs that evaluate call
+:func:`calibview.core.io.stream.tune_allocator` at start-up themselves (the CLI, the window, the benchmarks)."""
