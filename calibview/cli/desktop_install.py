@@ -62,6 +62,8 @@ def run(args) -> int:
         _refresh(prefix)
         print(f"calibview: removed {len(removed)} file(s) under {prefix}")
         return 0
+    from calibview.core.io.safe_io import atomic_write
+
     exe = _executable()
     for dest, src in files.items():
         dest.parent.mkdir(parents=True, exist_ok=True)
@@ -70,9 +72,7 @@ def run(args) -> int:
             text = data.decode()
             data = (text.replace("Exec=calibview %F", f"Exec={_quote(exe)} %F")
                     .replace("TryExec=calibview", f"TryExec={exe}")).encode()
-        tmp = dest.with_name(f".{dest.name}.tmp")
-        tmp.write_bytes(data)
-        os.replace(tmp, dest)
+        atomic_write(dest, data)
     _refresh(prefix)
     print(f"calibview: installed the menu entry, icon and MIME type under {prefix} (Exec={exe})")
     return 0

@@ -29,27 +29,32 @@ def _fmt(x: float) -> str:
     return repr(float(x))
 
 
-def table_csv(rows: Sequence[dict], columns: Sequence[str]) -> str:
+def table_csv(rows: Sequence[dict], columns: Sequence[str], floats: Iterable[str] = ()) -> str:
     """The CSV of dict rows in ``columns`` order, one spelling of a cell in every file calibview writes: floats
-    round-trip (``_fmt``: NaN and None empty, inf as 'inf'), booleans ``true``/``false``, the rest as text."""
+    round-trip (``_fmt``: NaN and None empty, inf as 'inf'), booleans ``true``/``false``, the rest as text.
+
+    ``floats`` names columns whose numbers are written as floats whatever their type (numpy scalars, ints), so a
+    column of metric values reads the same in every row."""
+    floats = frozenset(floats)
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(columns)
     for row in rows:
-        w.writerow(["" if row[c] is None else ("true" if row[c] else "false") if isinstance(row[c], bool) else
-                    _fmt(row[c]) if isinstance(row[c], float) else row[c] for c in columns])
+        w.writerow([_fmt(row[c]) if c in floats else _cell(row[c]) for c in columns])
     return buf.getvalue()
+
+
+def _cell(v) -> object:
+    if v is None:
+        return ""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return _fmt(v) if isinstance(v, float) else v
 
 
 def metrics_csv(rows: Sequence[dict]) -> str:
     """metrics.csv of :func:`metrics_rows`: the columns of :func:`metric_columns`, floats round-trip."""
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    cols = metric_columns()
-    w.writerow(cols)
-    for row in rows:
-        w.writerow([_fmt(row[c]) if c in _FLOAT_COLUMNS else row[c] for c in cols])
-    return buf.getvalue()
+    return table_csv(rows, metric_columns(), floats=_FLOAT_COLUMNS)
 
 
 def metrics_json(rows: Sequence[dict]) -> str:
@@ -77,9 +82,7 @@ def curves_csv(evaluations: Iterable[Evaluation], bandwidth: float | None = None
     density is zero. Each evaluation is drawn at its own request's bandwidth and kernel unless both are given.
     Grid points below 1/K are left out (no top-label confidence lies there); the grid itself is unchanged, so
     the x values stay comparable across runs."""
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(CURVE_COLUMNS)
+    rows = []
     for group in run_groups(evaluations):
         pairs = ([(bandwidth, kernel)] if bandwidth is not None and kernel is not None else
                  list(dict.fromkeys((ev.request.bandwidth, ev.request.kernel) for ev in group)))
@@ -87,14 +90,15 @@ def curves_csv(evaluations: Iterable[Evaluation], bandwidth: float | None = None
         for r in ev.results:
             for h, kern in pairs:
                 c = r.curve(h, kern)
-                ident = [ev.run.model, ev.run.dataset, ev.request.eval_split, r.name, repr(float(h)), kern]
+                ident = {"model": ev.run.model, "dataset": ev.run.dataset, "split": ev.request.eval_split,
+                         "calibrator": r.name, "bandwidth": h, "kernel": kern}
                 first = int(np.searchsorted(c.x, 1.0 / ev.k - 1e-9)) if ev.k > 1 else 0
                 for i in range(first, c.x.shape[0]):
                     ok = bool(c.valid[i])
-                    w.writerow(ident + [repr(float(c.x[i])),
-                                        _fmt(c.curve[i]) if ok else "", _fmt(c.band_lo[i]) if ok else "",
-                                        _fmt(c.band_hi[i]) if ok else "", repr(float(c.density[i]))])
-    return buf.getvalue()
+                    rows.append({**ident, "x": c.x[i], "curve": c.curve[i] if ok else None,
+                                 "band_lo": c.band_lo[i] if ok else None, "band_hi": c.band_hi[i] if ok else None,
+                                 "density": c.density[i]})
+    return table_csv(rows, CURVE_COLUMNS, floats=CURVE_COLUMNS[4:5] + CURVE_COLUMNS[6:])
 
 
 RANKING_COLUMNS = ("model", "dataset", "split", "bins", "bandwidth", "kernel", "calibrator", "rank_ece", "ece",
@@ -144,12 +148,7 @@ def _ranks(values: dict[str, float]) -> dict[str, int]:
 
 def ranking_csv(rows: Sequence[dict]) -> str:
     """ranking.csv of :func:`rankings`' rows, in RANKING_COLUMNS order."""
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(RANKING_COLUMNS)
-    for row in rows:
-        w.writerow([_fmt(row[c]) if c in RANKED_BY or c == "bandwidth" else row[c] for c in RANKING_COLUMNS])
-    return buf.getvalue()
+    return table_csv(rows, RANKING_COLUMNS, floats=RANKED_BY + ("bandwidth",))
 
 
 def calibrators_json(evaluations: Iterable[Evaluation]) -> str:

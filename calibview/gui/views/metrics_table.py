@@ -7,8 +7,6 @@ nothing here computes a metric. Roles: ``DisplayRole`` is the text shown ("7.88 
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 from typing import Iterable, Optional
 
@@ -19,7 +17,7 @@ from calibview.core.evaluation.results import CalibratorResult, Evaluation
 from calibview.core.reports import units
 from calibview.core.stats.metrics import METRIC_HELP, METRIC_NAMES
 from calibview.core.io.safe_io import atomic_write
-from calibview.core.reports.tables import metrics_csv, metrics_rows
+from calibview.core.reports.tables import metrics_csv, metrics_rows, table_csv
 from calibview.gui.views.table_views import (INTERVAL_TEXT_ROLE, SORT_ROLE, VALUE_TEXT_ROLE, IntervalDelegate,
                                              NumericSortProxy, PerClassModel, TableView)
 
@@ -344,17 +342,15 @@ class MetricsTable(QtWidgets.QWidget):
 
     def per_class_csv_text(self) -> str:
         """The selected calibrator's per-class numbers as CSV (fractions at full precision, class order)."""
-        buf = io.StringIO()
-        w = csv.writer(buf, lineterminator="\n")
-        w.writerow(["model", "dataset", "split", "calibrator", "class", "class_name", "count", "accuracy", "ece"])
+        columns = ("model", "dataset", "split", "calibrator", "class", "class_name", "count", "accuracy", "ece")
         ev, m = self._per_class_ev, self.per_class_model
+        rows = []
         if ev is not None and m.result() is not None:
-            fmt = lambda x: "" if math.isnan(x) else repr(x)
             for k in range(m.rowCount()):
                 _, name, count, acc, ece = (m.raw(k, c) for c in range(5))
-                w.writerow([ev.run.model, ev.run.dataset, ev.request.eval_split, m.result().name, k, name, count,
-                            fmt(acc), fmt(ece)])
-        return buf.getvalue()
+                rows.append(dict(zip(columns, (ev.run.model, ev.run.dataset, ev.request.eval_split,
+                                               m.result().name, k, name, count, acc, ece))))
+        return table_csv(rows, columns, floats=("accuracy", "ece"))
 
     def export_per_class_csv(self, path) -> None:
         """Write :meth:`per_class_csv_text` atomically."""
