@@ -363,9 +363,7 @@ def flag_message(error: CalibviewError) -> str:
     for name in getattr(error, "parameters", ()):
         flag = FLAGS.get(name, "--" + name.replace("_", "-"))
         at = rf"(?<![^\s(]){re.escape(name)}"          # the name as a word: at the start, after a space or "("
-        if re.search(at + "=", text):
-            text = re.sub(at + r"=True\b", lambda m: flag, text)
-            text = re.sub(at + "=", lambda m: flag + " ", text)
-        else:
-            text = re.sub(at + r"(?![\w=-])", lambda m: flag, text)
+        text = re.sub(at + r"=True\b", lambda m: flag, text)
+        text = re.sub(at + "=", lambda m: flag + " ", text)
+        text = re.sub(at + r"(?![\w=-])", lambda m: flag, text)
     return text

@@ -163,9 +163,9 @@ def evaluate_slices(engine, req: EvalRequest, by: str, *, slice_bins: int = 4, m
     small = tuple(s.name for s in slices if s.n < min_slice)
     if len(small) == len(slices):
         biggest = max(slices, key=lambda s: s.n)
-        raise CalibviewError(f"No slice of '{by}' in {run.name}/{req.eval_split} reaches --min-slice {min_slice} "
-                             f"samples (the largest, '{biggest.name}', has {biggest.n}); lower --min-slice or "
-                             f"use coarser slices.")
+        raise ParameterError(f"No slice of '{by}' in {run.name}/{req.eval_split} reaches min_slice={min_slice} "
+                             f"samples (the largest, '{biggest.name}', has {biggest.n}); lower min_slice or "
+                             f"use coarser slices.", "min_slice")
     if small:
         shown = ", ".join([f"{s.name} (n={s.n})" for s in slices if s.n < min_slice][:10])
         more = f" and {len(small) - 10} more" if len(small) > 10 else ""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from calibview.core.errors import CalibviewError
+from calibview.core.errors import CalibviewError, ParameterError
 
 #: the group of a split that holds its metadata columns (never a split itself)
 META_GROUP = "meta"
@@ -23,8 +23,8 @@ def check_name(file: str, where: str, column) -> None:
     if not isinstance(column, str) or column in ("", ".", "..") or "/" in column:
         raise CalibviewError(f"{file}: metadata column name {column!r} for {where} is not valid (non-empty, no '/').")
     if column in RESERVED:
-        raise CalibviewError(f"{file}: a metadata column of {where} may not be called {column!r} (--by {column} "
-                             f"means the true label); rename it.")
+        raise ParameterError(f"{file}: a metadata column of {where} may not be called {column!r} (by={column} "
+                             f"means the true label); rename it.", "by")
 
 
 def validate(file: str, path: str, values, n: int, *, categorical: bool = False) -> np.ndarray:

@@ -29,7 +29,7 @@ from calibview.core.io import logits as lg
 from calibview.core.io.memory import human, memory_bytes
 from calibview.core.io import schema
 from calibview.core.io import shards
-from calibview.core.errors import CalibviewError
+from calibview.core.errors import CalibviewError, ParameterError
 
 #: rows per read when streaming: about this many bytes of float32 scores per chunk (the float64 temporaries of
 #: a chunk are then 16 MB; see calibview.core.stats.metrics.CHUNK_BYTES)
@@ -199,7 +199,7 @@ def subsample(scores, labels: torch.Tensor, m: int, seed: int = 0) -> tuple[torc
 def require_in_memory(label: str, scores) -> None:
     """Refuse a calibrator that needs the whole fit split at once when that split is streamed."""
     if is_streamed(scores):
-        raise CalibviewError(
+        raise ParameterError(
             f"{label} needs the whole fit split in memory, but {scores.info.name} ({scores.shape[0]:,} x "
             f"{scores.shape[1]:,}) takes {human(memory_bytes(scores.info))}, more than the memory allowed; fit it "
-            f"on a smaller split, raise --max-memory, or use temperature or vector scaling, which stream from disk.")
+            f"on a smaller split, raise max_memory, or use temperature or vector scaling, which stream from disk.", "max_memory")

@@ -62,10 +62,10 @@ def build_release(engine: Engine, file: str, run: str, calibrator: str, fit_spli
                                  f"data the calibrator was not fitted on; give a held-out eval_split.",
                                  "fit_split", "eval_split")
     if calibrator == "none" and (threshold is not None or target_precision is not None):
-        raise CalibviewError("Thresholds are decided on calibrated scores only; choose a --calibrator other than "
-                             "none, or drop --threshold/--target-precision.")
+        raise ParameterError("Thresholds are decided on calibrated scores only; choose a calibrator other than "
+                             "none, or drop threshold and target_precision.", "calibrator", "threshold", "target_precision")
     if isinstance(bins, str):
-        raise CalibviewError("A release needs a fixed number of --bins (the check re-computes with it).")
+        raise ParameterError("A release needs a fixed number of bins (the check re-computes with it).", "bins")
     names = ("none",) if calibrator == "none" else ("none", calibrator)
     req = EvalRequest(file=info.file, run=info.name, eval_split=eval_split, fit_split=fit_split, calibrators=names,
                       bins=bins, n_boot=n_boot, seed=seed, level=level, bandwidth=bandwidth, kernel=kernel,

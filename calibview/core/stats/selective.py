@@ -343,10 +343,11 @@ class SortedConfidence:
         return AtThreshold(float(t), j, j / self.n_total, hits / j, float(self._conf[j]) / j, float(lo), float(hi))
 
 
-def audit(conf, correct, thresholds: Sequence[float] = (0.9, 0.95, 0.99), level: float = 0.95
+def audit(conf, correct, thresholds: Sequence[float], level: float = 0.95
           ) -> list[AtThreshold]:
     """Per threshold t, the samples with confidence >= t: n, mean confidence, accuracy with a Wilson interval at
-    ``level``, flagged when that interval excludes the mean confidence (a "95 % sure" bin that is right 70 % of the time)."""
+    ``level``, flagged when that interval excludes the mean confidence (a "95 % sure" bin that is right 70 % of
+    the time). ``thresholds``: the callers' (reports.selective.DEFAULT_AUDIT unless the user gives others)."""
     sc = SortedConfidence(conf, correct, level)
     return [sc.at(t) for t in thresholds]
 

@@ -15,12 +15,13 @@ import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from calibview.core.reports import units
+from calibview.core.reports.selective import DEFAULT_AUDIT
 from calibview.gui.session import Session
 from calibview.plot.theme import THEMES, calibrator_color, themed_color
 
 STEPS = 1000
 DECADES = 3.0                # the slider spans t = 0 ... 1 - 10^-3 on a log scale of 1 - t: room near 1
-PRESETS = (0.9, 0.95, 0.99)
+PRESETS = DEFAULT_AUDIT       # the threshold buttons: the thresholds the report audits
 COLUMNS = ("Calibrator", "n ≥ t", "Coverage %", "Sel. acc. % [Wilson]", "Mean conf. %", "Audit")
 
 

@@ -183,7 +183,7 @@ def test_user_errors_are_one_sentence(toy):
     path, _ = toy
     with pytest.raises(CalibviewError, match=r"no metadata column 'region' \(available: grp, score, tiny"):
         evaluate_slices(Engine(), _req(path), "region")
-    with pytest.raises(CalibviewError, match="No slice of 'grp' .* reaches --min-slice 1000"):
+    with pytest.raises(CalibviewError, match="No slice of 'grp' .* reaches min_slice=1000"):
         evaluate_slices(Engine(), _req(path, calibrators=("none",)), "grp", min_slice=1000)
     with pytest.raises(CalibviewError, match="min_slice must be a whole number"):
         evaluate_slices(Engine(), _req(path), "grp", min_slice=0)
