@@ -24,7 +24,7 @@ def demo_file() -> Path:
     return calibview.demo_path()
 
 
-# ------------------------------------------------------------------------------ fuzzing (tests/core/test_fuzz.py)
+# ------------------------------------------------------------------------------ fuzzing (tests/core/io/test_fuzz.py)
 try:
     from hypothesis import HealthCheck, settings
 except ImportError:            # the fuzz suite skips itself without hypothesis
