@@ -20,7 +20,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from calibview.core.io.safe_io import atomic_write
 from calibview.plot.curve_items import set_export_quality
 from calibview.plot.figure import LOGICAL_DPI, FigureView, grid_shape
-from calibview.plot.render_png import ensure_app, paint_view
+from calibview.plot.render_png import ensure_app, paint_view, write_png
 from calibview.plot.spec import FigureOptions, PanelSpec
 
 __all__ = ["render_figure", "figure_height_in", "export_view", "ensure_app"]
@@ -73,11 +73,7 @@ def export_view(view: FigureView, path, fmt: str, options: FigureOptions, height
             img.setText("Software", "calibview")
             if options.title:
                 img.setText("Title", options.title)
-            buf = QtCore.QBuffer()
-            buf.open(QtCore.QIODevice.OpenModeFlag.WriteOnly)
-            if not img.save(buf, "PNG"):
-                raise OSError(f"could not encode the figure as PNG for {path}")
-            atomic_write(path, bytes(buf.data()))
+            write_png(img, path, what="figure")
         elif fmt == "pdf":
             tmp = path.with_name(f".{path.name}.tmp")
             writer = QtGui.QPdfWriter(str(tmp))

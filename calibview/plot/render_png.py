@@ -79,12 +79,13 @@ def widget_image(widget: QtWidgets.QWidget, view: QtWidgets.QGraphicsView, backg
     return img
 
 
-def write_png(image: QtGui.QImage, path) -> None:
-    """Encode ``image`` as PNG and write it to ``path`` atomically."""
+def write_png(image: QtGui.QImage, path, what: str = "diagram") -> None:
+    """Encode ``image`` as PNG and write it to ``path`` atomically; OSError naming ``what`` if Qt cannot encode
+    it."""
     buf = QtCore.QBuffer()
     buf.open(QtCore.QIODevice.OpenModeFlag.WriteOnly)
     if not image.save(buf, "PNG"):
-        raise OSError(f"could not encode the diagram as PNG for {os.fspath(path)}")
+        raise OSError(f"could not encode the {what} as PNG for {os.fspath(path)}")
     atomic_write(path, bytes(buf.data()))
 
 

@@ -5,14 +5,13 @@ Draws only: each canvas gets its split's immutable results; the window feeds it 
 
 from __future__ import annotations
 
-import os
 from typing import Iterable, Optional
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from calibview.core.io.safe_io import atomic_write
 
 from calibview.plot.canvas import CalibrationCanvas
+from calibview.plot.render_png import write_png
 
 
 #: the interactive minimum of a single diagram, and of each one side by side (so two fit next to the docks)
@@ -115,8 +114,4 @@ class DomainCanvases(QtWidgets.QWidget):
 
     def export_png(self, path, scale: float = 2.0) -> None:
         """Write :meth:`image` at ``scale`` as a PNG file (atomically); OSError when it cannot be encoded."""
-        buf = QtCore.QBuffer()
-        buf.open(QtCore.QIODevice.OpenModeFlag.WriteOnly)
-        if not self.image(scale).save(buf, "PNG"):
-            raise OSError(f"could not encode the diagram as PNG for {os.fspath(path)}")
-        atomic_write(path, bytes(buf.data()))
+        write_png(self.image(scale), path)
