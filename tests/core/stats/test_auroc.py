@@ -1,0 +1,90 @@
+"""The bucketed AUROC counter against scikit-learn and a brute-force pair count, on the inputs that exercise each
+of its paths: continuous probabilities (few entries share a bucket with a positive), heavy ties (histogram-binning
+style values and exact zeros: the whole-chunk path), coarse buckets (many positives per bucket: the exact rank
+search), a class with one positive and classes with none."""
+
+import numpy as np
+import pytest
+import torch
+from sklearn.metrics import roc_auc_score
+
+from calibview.core.stats import auroc as au
+
+
+def _softmax(rng, n, k, scale=3.0):
+    z = rng.standard_normal((n, k)) * scale
+    z -= z.max(axis=1, keepdims=True)
+    p = np.exp(z)
+    return p / p.sum(axis=1, keepdims=True)
+
+
+def _brute(p, y):
+    """Mean over classes with positives and negatives of P(p_pos > p_neg) + 1/2 P(tie), by a pair loop."""
+    out = []
+    for c in range(p.shape[1]):
+        pos, neg = p[y == c, c], p[y != c, c]
+        if pos.size and neg.size:
+            gt = (pos[:, None] > neg[None, :]).sum()
+            eq = (pos[:, None] == neg[None, :]).sum()
+            out.append((gt + 0.5 * eq) / (pos.size * neg.size))
+    return float(np.mean(out))
+
+
+def _counted(p, y, chunk):
+    pt, yt = torch.from_numpy(p), torch.from_numpy(y)
+    counter = au.AurocCounter(y, au.positives(pt, yt), p.shape[1])
+    order = np.random.default_rng(0).permutation(range(0, len(p), chunk))      # chunks in any order
+    for a in order:
+        counter.add(pt[a:a + chunk])
+    return counter
+
+
+@pytest.mark.parametrize("kind", ["continuous", "rounded", "zeros", "binned"])
+@pytest.mark.parametrize("table", [1 << 20, 64])
+def test_counter_against_sklearn_and_pairs(kind, table, monkeypatch):
+    monkeypatch.setattr(au, "TABLE_ENTRIES", table)          # 64: a handful of buckets, many positives in each
+    rng = np.random.default_rng(hash((kind, table)) % 2**32)
+    n, k = 700, 9
+    p = _softmax(rng, n, k)
+    if kind == "rounded":
+        p = np.round(p, 2)
+    elif kind == "zeros":
+        p = np.where(p < 0.05, 0.0, p)
+    elif kind == "binned":                                  # few distinct values per column
+        p = np.floor(p * 8) / 8 + 1e-3 * np.arange(k)[None, :]
+    y = rng.integers(0, k, n)
+    counter = _counted(p, y, 97)
+    ref = np.mean([roc_auc_score(y == c, p[:, c]) for c in range(k)])
+    assert counter.value() == pytest.approx(ref, abs=1e-12)
+    assert counter.value() == pytest.approx(_brute(p, y), abs=1e-12)
+
+
+def test_one_positive_no_positive_and_binary(monkeypatch):
+    rng = np.random.default_rng(5)
+    p = _softmax(rng, 300, 5)
+    y = rng.integers(0, 4, 300)            # class 4 has no positive: left out of the mean (the defined fallback)
+    y[y == 3] = 0
+    y[17] = 3                              # class 3 has exactly one
+    got = au.auroc(p, y)
+    ref = np.mean([roc_auc_score(y == c, p[:, c]) for c in range(4)])
+    assert got == pytest.approx(ref, abs=1e-12)
+    per_class = _counted(p, y, 50).per_class()
+    assert np.isnan(per_class[4])
+    assert per_class[3] == pytest.approx(roc_auc_score(y == 3, p[:, 3]), abs=1e-12)
+    # K = 2: the plain AUC of p_1
+    p2 = _softmax(rng, 400, 2)
+    y2 = rng.integers(0, 2, 400)
+    assert au.auroc(np.round(p2, 3), y2) == pytest.approx(roc_auc_score(y2, np.round(p2, 3)[:, 1]), abs=1e-12)
+    # a single class present: no class has negatives
+    assert np.isnan(au.auroc(p, np.zeros(300, np.int64)))
+
+
+def test_values_a_float32_rounding_cannot_tell_apart():
+    """Positives and negatives that differ only beyond float32 precision share a bucket; the float64 comparison
+    must still order them."""
+    rng = np.random.default_rng(8)
+    n, k = 400, 3
+    base = rng.uniform(0.2, 0.4, n)
+    p = np.stack([base, base + 1e-12 * rng.integers(-3, 4, n), 1 - 2 * base], 1)
+    y = rng.integers(0, k, n)
+    assert _counted(p, y, 64).value() == pytest.approx(_brute(p, y), abs=1e-12)
