@@ -6,11 +6,19 @@ replace one:
 fit_stage(job)        fit split (N_fit, K)   -> job.fitted[name]: calibrators.Fitted       cache "fit"
 score_stage(job)      eval split (N, K)      -> job.scored[name]: results.Scored           cache "score"
                         scoring_pass: per-sample vectors, class-wise sums and resamples, positives for the AUROC
-                        auroc_pass:   the AUROC and its resamples (second pass over the same chunks)
-                        classwise_pass: class-wise resamples restricted to mixed classes (large in-memory splits)
+                        rank_pass:    the AUROC counts (and resamples), and the class-wise resamples of a large
+                                      in-memory split restricted to its mixed classes
 resample_stage(job)   job.scored             -> job.dists[(name, part)]: metric -> (n_boot,) float64   cache "dist"
 assemble(job)         all of the above       -> one results.Evaluation per setting (points cached under "point")
 ```
+
+Every calibrator is applied to each chunk of the evaluation split twice, never more: once in the scoring pass,
+which computes everything that is a sum over samples, and once in the rank pass, for the two statistics that
+cannot be counted before the whole split has been scored. The AUROC of class c compares every entry of column c
+with the positives of class c, which are known only at the end of the first pass (each depends on its row's
+normalisation), and the class-wise resamples of a large split are a dense (n_boot x N x K) product that is
+restricted to the classes whose first-bin sum can change sign, again known only at the end. The rank pass applies
+the calibrator to each chunk and counts; it reads no file (in memory) or the same chunks (streamed).
 
 :func:`run` chains them. The keys are those of :mod:`calibview.core.evaluation.job`. Progress runs 0-0.3 while
 fitting, 0.3-0.6 while scoring and 0.6-0.99 while resampling.
@@ -145,8 +153,8 @@ def scoring_pass(job: Job, scores, labels, items, counts, units, note, span) -> 
     """One pass over the evaluation split for the calibrators in ``items`` ((name, bin counts scored before)):
     ``scores`` (N, K) tensor or StreamedSplit and (N,) ``labels`` from ``job.open_split``; ``counts``, ``units``
     and ``note`` from ``job.resamples()``; ``span`` the progress range. Stores a :class:`Scored` per calibrator in
-    ``job.scored`` and the cache, with the class-wise ECE resamples of every bin count (in this pass, or in a
-    :func:`classwise_pass` when the dense product would exceed TWO_PASS_FLOPS) and the AUROC (:func:`auroc_pass`)."""
+    ``job.scored`` and the cache, with the class-wise ECE resamples of every bin count (in this pass, or in the
+    :func:`rank_pass` when the dense product would exceed TWO_PASS_FLOPS) and the AUROC (:func:`rank_pass`)."""
     n, k, r = job.n, job.k, job.req
     names = [name for name, _ in items]
     bins = {name: tuple(sorted(set(job.all_bins) | set(old))) for name, old in items}
@@ -172,18 +180,18 @@ def scoring_pass(job: Job, scores, labels, items, counts, units, note, span) -> 
         for nm in names:
             accs[nm].add(start, job.fitted[nm].apply(z), y, _on_chunk(pos[nm], cws[nm]))
         stop = start + z.shape[0]
-        report(job.progress, span[0] + (span[1] - span[0]) * stop / n * (0.5 if two_pass else 1.0),
+        report(job.progress, span[0] + (span[1] - span[0]) * stop / n * 0.5,
                f"scoring {label}: {stop:,} of {n:,} rows")
     base_pred = base_pred.cpu().numpy()
-    aurocs = auroc_pass(job, scores, labels, names, pos, counts, units, span)
+    stats = {nm: accs[nm].result(labels) for nm in names}
+    if two_pass:
+        cws = {nm: restricted_classwise(job, counts, stats[nm], bins[nm]) for nm in names}
+    aurocs = rank_pass(job, scores, labels, names, pos, counts, units, span, cws if two_pass else {})
     for nm in names:
         check_cancel(job.cancel)
-        stats = accs[nm].result(labels)
         dists, notes = {}, []
         if counts is not None and cw_note is None:
             cw = cws[nm]
-            if two_pass:
-                cw = classwise_pass(job, scores, labels, nm, counts, stats, bins[nm], span)
             totals = np.full(r.n_boot, float(n)) if units is None else \
                 (counts.double() @ torch.bincount(units, minlength=counts.shape[1]).double()).numpy()
             for b in bins[nm]:
@@ -196,10 +204,10 @@ def scoring_pass(job: Job, scores, labels, items, counts, units, note, span) -> 
         auroc, auroc_dist, auroc_note = aurocs[nm]
         if auroc_note:      # routine above the work budget (documented), so information, not a warning
             log.info("%s %s: %s", job.run_info.name, nm, auroc_note)
-        scored = Scored(stats=stats, bins=bins[nm],
+        scored = Scored(stats=stats[nm], bins=bins[nm],
                         classwise_sums=MappingProxyType({b: accs[nm].classwise_sums(b) for b in bins[nm]}),
                         classwise_dist=MappingProxyType(dists),
-                        argmax_changed=float((stats.pred != base_pred).mean()),
+                        argmax_changed=float((stats[nm].pred != base_pred).mean()),
                         notes=tuple(notes),
                         auroc=auroc, auroc_dist=auroc_dist)
         job.scored[nm] = job.cache.put(job.score_key(nm), scored)
@@ -215,11 +223,12 @@ def split_chunks(job: Job, scores, labels):
             stream.tensor_chunks(scores, labels, chunk_rows(job.k)))
 
 
-def auroc_pass(job: Job, scores, labels, names, pos, counts, units, span) -> dict:
-    """name -> (auroc, (n_boot,) resampled auroc or None, note or None): a second pass over the chunks counts
-    every probability against the (N,) positives ``pos[name]`` collected while scoring
-    (:mod:`calibview.core.stats.auroc`); when the interval is affordable the (N, K) float64 probability matrix is
-    kept for it."""
+def rank_pass(job: Job, scores, labels, names, pos, counts, units, span, classwise: dict) -> dict:
+    """name -> (auroc, (n_boot,) resampled auroc or None, note or None): the second application of each
+    calibrator to the chunks counts every probability against the (N,) positives ``pos[name]`` collected while
+    scoring (:mod:`calibview.core.stats.auroc`), and feeds ``classwise[name]`` (a restricted
+    :class:`ClasswiseBootstrap`, when the scoring pass left it out); when the AUROC interval is affordable the
+    (N, K) float64 probability matrix is kept for it."""
     r, n, k = job.req, job.n, job.k
     note = au.boot_note(r.n_boot, n, k) if r.n_boot else None
     if r.n_boot and note is None and counts is None:
@@ -228,15 +237,21 @@ def auroc_pass(job: Job, scores, labels, names, pos, counts, units, span) -> dic
     y_np = labels.cpu().numpy()
     counters = {nm: au.AurocCounter(y_np, pos[nm], k) for nm in names}
     kept = {nm: torch.empty((n, k), dtype=torch.float64) for nm in names} if keep else {}
+    label = ", ".join(job.fitted[nm].label for nm in names)
     t1 = time.perf_counter()
     for start, z, y in split_chunks(job, scores, labels):
         check_cancel(job.cancel)
+        stream.trim_heap()
         for nm in names:
-            p = job.fitted[nm].apply(z).exp()
+            p = job.fitted[nm].apply(z).exp_()          # in place: the log-probabilities are not needed here
             counters[nm].add(p)
             if keep:
                 kept[nm][start:start + z.shape[0]] = p.cpu()
-        report(job.progress, span[1], f"AUROC: {start + z.shape[0]:,} of {n:,} rows")
+            if classwise.get(nm) is not None:
+                classwise[nm].add(start, None, p, y)        # last: it overwrites p
+        stop = start + z.shape[0]
+        report(job.progress, span[0] + (span[1] - span[0]) * (0.5 + 0.5 * stop / n),
+               f"AUROC of {label}: {stop:,} of {n:,} rows")
     out = {}
     for nm in names:
         dist = au.resampled_auroc(kept[nm].numpy(), y_np, counts, units) if keep else None
@@ -245,22 +260,12 @@ def auroc_pass(job: Job, scores, labels, names, pos, counts, units, span) -> dic
     return out
 
 
-def classwise_pass(job: Job, scores, labels, name, counts, stats, bins, span) -> ClasswiseBootstrap:
-    """The class-wise accumulator of calibrator ``name`` on a large in-memory split, restricted to the classes
-    that need the dense product (:func:`mixed_classes` for the smallest bin count, which covers every larger
-    one); ``stats`` is its SampleStats from the scoring pass."""
+def restricted_classwise(job: Job, counts, stats, bins) -> ClasswiseBootstrap:
+    """The class-wise accumulator of a calibrator on a large in-memory split, restricted to the classes that need
+    the dense product (:func:`mixed_classes` for the smallest bin count, which covers every larger one);
+    ``stats`` is its SampleStats from the scoring pass. Fed by :func:`rank_pass`."""
     cols = mixed_classes(stats, bins[0])
-    cw = ClasswiseBootstrap(counts, job.k, columns=cols if len(cols) < job.k // 2 else None, device=job.device)
-    fitted = job.fitted[name]
-    for start, z, y in stream.tensor_chunks(scores, labels, chunk_rows(job.k)):
-        check_cancel(job.cancel)
-        stream.trim_heap()
-        lp = fitted.apply(z)
-        cw.add(start, lp, lp.exp(), y)
-        stop = start + z.shape[0]
-        report(job.progress, span[0] + (span[1] - span[0]) * (0.5 + 0.5 * stop / job.n),
-               f"class-wise resamples of {fitted.label}: {stop:,} of {job.n:,} rows")
-    return cw
+    return ClasswiseBootstrap(counts, job.k, columns=cols if len(cols) < job.k // 2 else None, device=job.device)
 
 
 def _on_chunk(pos: torch.Tensor, cw: Optional[ClasswiseBootstrap]):
