@@ -75,7 +75,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if not args.command:
         parser.print_help()
         return 0
-    from calibview.core.io.stream import tune_allocator
+    from calibview.core.io.heap import tune_allocator        # ctypes only: no numpy, no torch
     tune_allocator()                # a process-wide choice, so the program makes it, not the import of the core
     if hasattr(args, "log_level"):
         setup_logging(args)

@@ -5,4 +5,4 @@ numpy / scipy / torch / h5py only, never Qt (import-linter contracts in pyprojec
 tests/test_architecture.py, which also runs the core tests with Qt unimportable).
 
 Importing it changes nothing process-wide: programs that evaluate call
-:func:`calibview.core.io.stream.tune_allocator` at start-up themselves (the CLI, the window, the benchmarks)."""
+:func:`calibview.core.io.heap.tune_allocator` at start-up themselves (the CLI, the window, the benchmarks)."""

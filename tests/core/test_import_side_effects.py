@@ -32,8 +32,8 @@ real_umask(0o027)
 import calibview, calibview.core, calibview.core.evaluation.request, calibview.core.reports.tables, calibview.core.io.stream
 import calibview.core.io.importers, calibview.core.io.logits, calibview.cli.program
 after_import = {"umask": list(umask_calls), "mallopt": list(mallopt_calls), "mask": real_umask(0o027)}
-from calibview.core.io import stream
-has_libc = stream._LIBC is not None
+from calibview.core.io import heap
+has_libc = heap._LIBC is not None
 rc = calibview.cli.program.main(["metrics", sys.argv[1], "--calibrators", "none", "--n-boot", "0", "--json"])
 print(json.dumps({"after_import": after_import, "mallopt_after_main": mallopt_calls, "rc": rc,
                   "has_libc": has_libc}))

@@ -29,51 +29,12 @@ from calibview.core.io import logits as lg
 from calibview.core.io.memory import human, memory_bytes
 from calibview.core.io import schema
 from calibview.core.io import shards
+from calibview.core.io.heap import trim_heap, tune_allocator  # noqa: F401  (stream.trim_heap: the engine's)
 from calibview.core.errors import CalibviewError, ParameterError
 
 #: rows per read when streaming: about this many bytes of float32 scores per chunk (the float64 temporaries of
 #: a chunk are then 16 MB; see calibview.core.stats.metrics.CHUNK_BYTES)
 STREAM_CHUNK_BYTES = 8 << 20
-
-
-def _libc():
-    try:
-        import ctypes
-        libc = ctypes.CDLL("libc.so.6")
-        return libc if hasattr(libc, "malloc_trim") and hasattr(libc, "mallopt") else None
-    except OSError:                         # not glibc (macOS, Windows, musl): nothing to do
-        return None
-
-
-_LIBC = _libc()
-_MALLOC_TRIM = _LIBC.malloc_trim if _LIBC is not None else None
-
-
-def tune_allocator() -> None:
-    """Let glibc keep freed memory for reuse instead of unmapping it at once. A process-wide setting, so it is
-    the program's choice, not a library import's: the CLI's and the window's main() and the benchmarks call it
-    at start-up; a program embedding calibview may call it too.
-
-    A pass over a split allocates and frees (rows, K) float64 temporaries of ~16 MB per chunk. With glibc's
-    defaults each one is freshly mapped (or the heap top trimmed and regrown), so every chunk pays page faults
-    for all of them: the scoring pass of a 50,000 x 1,000 none+ts report took 1.3 s, 0.36 s with these settings,
-    and the peak memory of that report went down, not up (0.91 GB instead of 1.2 GB). Blocks up to 32 MB come
-    from the heap; the heap is trimmed only above 256 MB free, or by :func:`trim_heap`. A user's own MALLOC_*
-    environment settings win."""
-    if _LIBC is None or any(k.startswith("MALLOC_") for k in os.environ):
-        return
-    _LIBC.mallopt(-3, 32 << 20)             # M_MMAP_THRESHOLD
-    _LIBC.mallopt(-1, 256 << 20)            # M_TRIM_THRESHOLD
-
-
-def trim_heap() -> None:
-    """Hand freed heap pages back to the OS (glibc's malloc_trim; microseconds).
-
-    A pass over a split allocates and frees many (rows, K) temporaries, interleaved with small long-lived
-    results; glibc keeps the holes this leaves, and the resident size of a streamed 200,000 x 1,000 report
-    wandered between 0.8 and 1.8 GB from run to run. Trimming once per chunk keeps it at the low end."""
-    if _MALLOC_TRIM is not None:
-        _MALLOC_TRIM(0)
 
 
 class StreamedSplit:
