@@ -132,6 +132,7 @@ def test_probability_files_give_infinite_nll_not_nan(tmp_path):
     assert any("infinite" in w for w in ev.result("none").warnings)
 
 
+@pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (checks CPU/GPU agreement)")
 def test_cpu_and_cuda_agree(small_file):
     base = dict(file=str(small_file), run="net/toy", calibrators=("none", "ts"), n_boot=100)
