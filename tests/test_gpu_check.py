@@ -32,7 +32,9 @@ def test_gpu_check_on_cpu_writes_its_section(tmp_path):
     assert text.endswith("<!-- /gpu_check -->\n\ntail kept\n") and text.count("<!-- gpu_check -->") == 1
     rows = {line.split("|")[1].strip(): line for line in text.splitlines() if line.startswith("| ")}
     assert rows["b"].rstrip().endswith("| n/a |") and "not measured (no GPU" in rows["b"]
-    for item in "acdef":                 # the cuda tests (skipped or passing on a CPU), agreement, no Qt
+    # the cuda tests: skipped without a GPU (n/a), never failing
+    assert rows["a"].rstrip().endswith(("| yes |", "| n/a |")) and "skipped" in rows["a"], rows["a"]
+    for item in "cdef":                  # agreement, no Qt
         assert rows[item].rstrip().endswith("| yes |"), rows[item]
     assert "0 of " in rows["c"] and "values differ" in rows["d"] and "400 x 8" in text
     assert "calibview: evaluated synthetic/bench fit=val eval=test" in text
