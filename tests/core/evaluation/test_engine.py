@@ -7,6 +7,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -300,3 +301,25 @@ def test_an_evaluation_never_holds_an_n_by_k_array_per_calibrator(tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     grown = int(out.stdout.split()[-1])
     assert grown < 2 * n * k * 4, f"peak grew by {grown / 2**20:.0f} MB"
+
+
+def test_every_metric_is_the_same_on_each_scoring_path(tmp_path, monkeypatch):
+    """The class-wise resamples in the scoring pass, in the rank pass (restricted), and the streamed split (one
+    scoring pass for all calibrators, the rank pass reading the file again): every value and interval agrees to
+    1e-12, the AUROC exactly."""
+    path = _write(tmp_path / "paths.h5", seed=5, n=(400, 400), k=30, scale=1.0, margin=(3.0, 2.0))
+    req = EvalRequest(file=str(path), run="net/toy", calibrators=("none", "ts", "hb"), n_boot=40, seed=2)
+    base = evaluate(req)
+    monkeypatch.setattr(stages_mod, "TWO_PASS_FLOPS", 0)
+    rank_pass = evaluate(req)
+    monkeypatch.undo()
+    streamed = evaluate(replace(req, calibrators=("none", "ts"), max_memory=10_000))   # hb needs memory
+    assert streamed.timings and "auroc" in streamed.timings
+    for other in (rank_pass, streamed):
+        for b in other.results:
+            a = base.result(b.name)
+            assert b.metrics["auroc"].value == a.metrics["auroc"].value
+            for m, est in a.metrics.items():
+                for part in ("value", "lo", "hi"):
+                    x, y = getattr(est, part), getattr(b.metrics[m], part)
+                    assert (np.isnan(x) and np.isnan(y)) or x == pytest.approx(y, abs=1e-12, rel=0), (a.name, m, part)
