@@ -117,31 +117,42 @@ class AurocCounter:
         """One chunk of rows of the (N, K) float64 probabilities (chunks in any order)."""
         p = np.ascontiguousarray(p.detach().cpu().numpy(), dtype=np.float64)
         step = max(1, _BLOCK_ENTRIES // max(self.k, 1))
-        for a in range(0, p.shape[0], step):        # blocks of rows: the temporaries stay small and in cache
-            self._add(p[a:a + step])
+        blocks = [p[a:a + step] for a in range(0, p.shape[0], step)]   # small temporaries, in cache
+        pool = _pool()
+        if pool is None or len(blocks) < 2:
+            parts = [self._count(b) for b in blocks]
+        else:                                   # numpy releases the GIL in these loops: one block per core
+            parts = list(pool.map(self._count, blocks))
+        for gt, eq in parts:
+            self.gt += gt
+            self.eq += eq
 
-    def _add(self, p: np.ndarray) -> None:
+    def _count(self, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(gt, eq) (K,) int64 counts of one block of rows (no shared state: blocks run in parallel)."""
+        gt = np.zeros(self.k, dtype=np.int64)
+        eq = np.zeros(self.k, dtype=np.int64)
         idx = self._bucket(p)
         idx += self.off
         t = self.table.take(idx)
         flag = t < 0
         n_flag = int(np.count_nonzero(flag))
         if not n_flag:
-            self.gt += t.sum(axis=0, dtype=np.int64)
+            gt += t.sum(axis=0, dtype=np.int64)
         elif n_flag * 8 < t.size:
             # few entries share a bucket with a positive: compare just those
-            self.gt += np.maximum(t, 0).sum(axis=0, dtype=np.int64)
+            gt += np.maximum(t, 0).sum(axis=0, dtype=np.int64)
             rows, cols = np.nonzero(flag)
-            lt, eq = self._flagged(-1 - t[rows, cols], p[rows, cols], cols)
+            e_lt, e_eq = self._flagged(-1 - t[rows, cols], p[rows, cols], cols)
             # float64 bincounts of integers: exact up to 2^53
-            self.gt += np.bincount(cols, weights=lt, minlength=self.k).astype(np.int64)
-            self.eq += np.bincount(cols, weights=eq, minlength=self.k).astype(np.int64)
+            gt += np.bincount(cols, weights=e_lt, minlength=self.k).astype(np.int64)
+            eq += np.bincount(cols, weights=e_eq, minlength=self.k).astype(np.int64)
         else:
             # many ties (piecewise-constant calibrators, exact zeros): the same arithmetic on the whole block
             j = np.where(flag, -1 - t, 0)
-            lt, eq = self._flagged(j, p, np.broadcast_to(np.arange(self.k), p.shape), flag)
-            self.gt += np.where(flag, lt, t).sum(axis=0, dtype=np.int64)
-            self.eq += np.where(flag, eq, 0).sum(axis=0, dtype=np.int64)
+            e_lt, e_eq = self._flagged(j, p, np.broadcast_to(np.arange(self.k), p.shape), flag)
+            gt += np.where(flag, e_lt, t).sum(axis=0, dtype=np.int64)
+            eq += np.where(flag, e_eq, 0).sum(axis=0, dtype=np.int64)
+        return gt, eq
 
     def _flagged(self, j: np.ndarray, e: np.ndarray, cols: np.ndarray, where: Optional[np.ndarray] = None
                  ) -> tuple[np.ndarray, np.ndarray]:
@@ -175,6 +186,19 @@ class AurocCounter:
         """The macro AUROC: the mean of :meth:`per_class` over the classes it is defined for (NaN if none)."""
         v = self.per_class()[self.classes]
         return float(v.mean()) if v.size else float("nan")
+
+
+_POOL: list = []
+
+
+def _pool():
+    """A thread pool of torch's intra-op thread count (None for one thread), made once."""
+    if not _POOL:
+        import concurrent.futures
+
+        n = torch.get_num_threads()
+        _POOL.append(concurrent.futures.ThreadPoolExecutor(n, thread_name_prefix="auroc") if n > 1 else None)
+    return _POOL[0]
 
 
 def _bucket_bits(v) -> np.ndarray:
