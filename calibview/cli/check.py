@@ -12,23 +12,21 @@ HELP = "re-compute the acceptance checklist of an inference config on a split (e
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """The config, the data, the split, the limits of the checklist (default: calibview.core.release.acceptance's
+    """The config, the data, the split, the limits of the checklist (default: calibview.core.release.limits'
     Limits) and the common options."""
-    import dataclasses
+    from calibview.core.release.limits import Limits      # plain data: no numpy, no torch
 
-    from calibview.core.release.acceptance import Limits
-
-    limits = {f.name: f.default for f in dataclasses.fields(Limits)}
+    limits = Limits()
     p.add_argument("config", help="inference_config.json written by calibview release")
     p.add_argument("file", help="HDF5 logits file with labelled data of the deployment domain")
     p.add_argument("--split", default=None, help="split to check (default: the config's eval_split)")
-    p.add_argument("--max-ece", type=float, default=limits["max_ece"])
-    p.add_argument("--max-class-ece", type=float, default=limits["max_class_ece"])
-    p.add_argument("--max-high-conf-gap", type=float, default=limits["max_high_conf_gap"])
-    p.add_argument("--high-conf", type=float, default=limits["high_conf"])
-    p.add_argument("--use-bound", choices=("point", "upper"), default=limits["use_bound"],
+    p.add_argument("--max-ece", type=float, default=limits.max_ece)
+    p.add_argument("--max-class-ece", type=float, default=limits.max_class_ece)
+    p.add_argument("--max-high-conf-gap", type=float, default=limits.max_high_conf_gap)
+    p.add_argument("--high-conf", type=float, default=limits.high_conf)
+    p.add_argument("--use-bound", choices=("point", "upper"), default=limits.use_bound,
                    help="compare the point estimate (default) or the interval's upper bound with each limit")
-    p.add_argument("--min-slice", type=int, default=limits["min_slice"],
+    p.add_argument("--min-slice", type=int, default=limits.min_slice,
                    help="classes with fewer samples are left out")
     p.add_argument("--n-boot", type=int, default=None, help="resamples (default: the config's)")
     p.add_argument("--json", action="store_true", help="print a JSON list of criteria")

@@ -1,21 +1,21 @@
 """What the commands share: their options, the requests built from them, the evaluation of every request with a
 progress bar, and the command line's wording of core errors.
 
-Every default comes from the core (:class:`calibview.core.evaluation.request.EvalRequest`, the release limits, the
-slice and drift functions); the help texts are built from them. The core is imported inside the functions, so a
-command module stays cheap to import.
+Every default comes from the core: EvalRequest's and the slices' from :mod:`calibview.core.evaluation.defaults`,
+the release's limits from :mod:`calibview.core.release.limits`, plain data in modules that load neither torch nor
+numpy, so ``--help`` and an argument error load neither; the help texts are built from them. The core is imported
+inside the functions, so a command module stays cheap to import.
 """
 
 from __future__ import annotations
 
 import argparse
-import inspect
 import logging
 import re
 import sys
 import threading
 import time
-from typing import Callable, Optional
+from typing import Optional
 
 from calibview.core.errors import CalibviewError
 from calibview.core.io.demo import demo_path
@@ -26,23 +26,16 @@ FLAGS = {"out_dir": "--out"}
 
 
 def request_defaults() -> dict:
-    """The field defaults of EvalRequest by name, the one source of every evaluation default; ``max_memory`` (None
-    there: the streaming threshold) is that threshold in bytes."""
-    import dataclasses
-
-    from calibview.core.evaluation.request import EvalRequest
+    """EvalRequest's defaults by field name (calibview.core.evaluation.defaults defines them; it and the memory
+    module import nothing heavy, so ``--help`` and an argument error load neither torch nor numpy); ``max_memory``
+    (None in the request: the streaming threshold) is that threshold in bytes."""
+    from calibview.core.evaluation import defaults
     from calibview.core.io.memory import DEFAULT_MAX_MEMORY
 
-    out = {f.name: f.default for f in dataclasses.fields(EvalRequest) if f.default is not dataclasses.MISSING}
-    if out.get("max_memory") is None:
-        out["max_memory"] = DEFAULT_MAX_MEMORY
-    return out
-
-
-def signature_defaults(function: Callable) -> dict:
-    """The keyword defaults of a core function by parameter name (e.g. ``evaluate_slices``' ``min_slice``)."""
-    return {name: p.default for name, p in inspect.signature(function).parameters.items()
-            if p.default is not inspect.Parameter.empty}
+    return {"eval_split": defaults.EVAL_SPLIT, "fit_split": defaults.FIT_SPLIT, "calibrators": defaults.CALIBRATORS,
+            "bins": defaults.BINS, "n_boot": defaults.N_BOOT, "seed": defaults.SEED, "level": defaults.LEVEL,
+            "bandwidth": defaults.BANDWIDTH, "kernel": defaults.KERNEL, "device": defaults.DEVICE,
+            "max_memory": DEFAULT_MAX_MEMORY}
 
 
 def size_text(nbytes: int) -> str:

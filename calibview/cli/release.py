@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 
-from calibview.cli.options import add_common_options, request_defaults, signature_defaults
+from calibview.cli.options import add_common_options, request_defaults
 
 HELP = "fit, evaluate and write the release material: inference_config.json, report.html, CSVs, diagram.png"
 
@@ -14,11 +14,10 @@ HELP = "fit, evaluate and write the release material: inference_config.json, rep
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The data, the run, the calibrator and its splits, the thresholds, the output, the slices, the audit, the
     evaluation settings (default: EvalRequest's) and the common options."""
-    from calibview.core.release.build import build_release
+    from calibview.core.evaluation.defaults import MIN_SLICE, SLICE_BINS
     from calibview.core.reports.selective import DEFAULT_AUDIT
 
     d = request_defaults()
-    built = signature_defaults(build_release)
     p.add_argument("file", help="HDF5 logits file holding the fit and eval splits")
     p.add_argument("--run", required=True, metavar="MODEL/DATASET")
     p.add_argument("--calibrator", default="ts", help="calibrator to ship (default: ts)")
@@ -30,10 +29,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--threshold", type=float, default=None, metavar="T", help="ship a fixed global threshold T")
     p.add_argument("-o", "--out", required=True, help="output directory (created)")
     p.add_argument("--by", default=None, metavar="COLUMN", help="metadata column (or 'class') to slice by")
-    p.add_argument("--slice-bins", type=int, default=built["slice_bins"],
-                   help=f"quantile groups of a float column (default {built['slice_bins']})")
-    p.add_argument("--min-slice", type=int, default=built["min_slice"],
-                   help=f"smallest slice evaluated (default {built['min_slice']})")
+    p.add_argument("--slice-bins", type=int, default=SLICE_BINS,
+                   help=f"quantile groups of a float column (default {SLICE_BINS})")
+    p.add_argument("--min-slice", type=int, default=MIN_SLICE, help=f"smallest slice evaluated (default {MIN_SLICE})")
     p.add_argument("--audit", default=",".join(f"{t:g}" for t in DEFAULT_AUDIT),
                    help="high-confidence thresholds audited")
     p.add_argument("--bins", type=int, default=d["bins"], help=f"equal-width bins (default {d['bins']})")

@@ -7,27 +7,25 @@ from __future__ import annotations
 import argparse
 import sys
 
-from calibview.cli.options import (ProgressBar, add_eval_options, requests_from_args, settings_from_args,
-                                   signature_defaults)
+from calibview.cli.options import ProgressBar, add_eval_options, requests_from_args, settings_from_args
 
 HELP = "every metric per slice of a metadata column (or --by class), its difference to the whole split, flags"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The evaluation options, the column to slice by, where the records go and the slices' own settings."""
-    from calibview.core.evaluation.slices import evaluate_slices
+    from calibview.core.evaluation.defaults import MIN_SLICE, SLICE_BINS      # plain data: no numpy, no torch
 
-    d = signature_defaults(evaluate_slices)
     add_eval_options(p)
     p.add_argument("--by", required=True, metavar="COLUMN",
                    help="metadata column of the evaluation split (see `calibview runs`), or 'class' for the label")
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print the records as JSON to stdout")
     out.add_argument("--out", "-o", default=None, metavar="DIR", help="write DIR/slices.csv")
-    p.add_argument("--slice-bins", type=int, default=d["slice_bins"],
-                   help=f"quantile groups of a float column (default {d['slice_bins']})")
-    p.add_argument("--min-slice", type=int, default=d["min_slice"],
-                   help=f"slices with fewer samples get no interval and no flag (default {d['min_slice']})")
+    p.add_argument("--slice-bins", type=int, default=SLICE_BINS,
+                   help=f"quantile groups of a float column (default {SLICE_BINS})")
+    p.add_argument("--min-slice", type=int, default=MIN_SLICE,
+                   help=f"slices with fewer samples get no interval and no flag (default {MIN_SLICE})")
     p.add_argument("--smooth-intervals", action="store_true",
                    help="SmoothECE/CAL intervals per slice even for more than 16 slices (slow: a grid per resample)")
 

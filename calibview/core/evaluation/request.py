@@ -15,6 +15,7 @@ from typing import Any, Optional, Sequence, Union
 import numpy as np
 
 from calibview.core import calibrators as calib
+from calibview.core.evaluation import defaults
 from calibview.core.io import schema
 from calibview.core.errors import CalibviewError, ParameterError
 
@@ -27,16 +28,16 @@ class EvalRequest:
 
     file: str
     run: str
-    eval_split: str = "test"
-    fit_split: Optional[str] = "val"
-    calibrators: tuple[str, ...] = ("none", "ts")
-    bins: Union[int, str] = 15
-    n_boot: int = 1000
-    seed: int = 0
-    level: float = 0.95
-    bandwidth: float = 0.05
-    kernel: str = "gaussian"
-    device: str = "auto"
+    eval_split: str = defaults.EVAL_SPLIT
+    fit_split: Optional[str] = defaults.FIT_SPLIT
+    calibrators: tuple[str, ...] = defaults.CALIBRATORS
+    bins: Union[int, str] = defaults.BINS
+    n_boot: int = defaults.N_BOOT
+    seed: int = defaults.SEED
+    level: float = defaults.LEVEL
+    bandwidth: float = defaults.BANDWIDTH
+    kernel: str = defaults.KERNEL
+    device: str = defaults.DEVICE
     chunk_rows: Optional[int] = None
     #: bytes a split may take in memory (None: memory.DEFAULT_MAX_MEMORY); larger splits are streamed from disk
     max_memory: Optional[int] = None
@@ -67,8 +68,8 @@ def settings_of(req: EvalRequest, bins: Sequence = (), bandwidths: Sequence = ()
 
 def check_request(req: EvalRequest) -> None:
     """Refuse a request that cannot succeed, before any work (every setting, option and name is checked)."""
-    # Imported here, not at the top, so that the request types cost no torch: the command line reads their
-    # defaults to build its --help.
+    # Imported here, not at the top, so that the request types cost no torch (the window and the command line
+    # build requests before anything is computed).
     from calibview.core.stats import smoothing
     from calibview.core.stats.metrics import resolve_bins
 

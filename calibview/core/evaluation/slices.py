@@ -41,6 +41,7 @@ from calibview.core.stats.bootstrap import ClasswiseBootstrap, SampleBootstrap, 
 from calibview.core.stats.resampling import ResampleBlock, Resampler, percentile_interval
 from calibview.core.stats.deltas import delta_columns, paired_difference
 from calibview.core.errors import CalibviewError, ParameterError, check_cancel, report
+from calibview.core.evaluation.defaults import MIN_SLICE, SLICE_BINS
 from calibview.core.evaluation.records import setting_fields
 from calibview.core.evaluation.request import EvalRequest, check_request
 from calibview.core.evaluation.tensors import resolve_device, scores_tensor
@@ -85,7 +86,7 @@ class SliceEvaluation:
     notes: tuple[str, ...] = ()
 
 
-def slice_codes(values, *, slice_bins: int = 4) -> tuple[tuple[str, ...], np.ndarray]:
+def slice_codes(values, *, slice_bins: int = SLICE_BINS) -> tuple[tuple[str, ...], np.ndarray]:
     """(slice names, (N,) int64 slice of each sample) for a metadata column.
 
     Integers, booleans and strings are categories (sorted; the name is the value as text). Floats are cut at
@@ -128,7 +129,7 @@ def _edge_texts(edges: np.ndarray) -> list[str]:
     return [repr(float(e)) for e in edges.tolist()]
 
 
-def evaluate_slices(engine, req: EvalRequest, by: str, *, slice_bins: int = 4, min_slice: int = 30,
+def evaluate_slices(engine, req: EvalRequest, by: str, *, slice_bins: int = SLICE_BINS, min_slice: int = MIN_SLICE,
                     smooth_intervals: Optional[bool] = None, progress=None,
                     cancel: Optional[threading.Event] = None) -> SliceEvaluation:
     """Every metric of every calibrator of ``req`` on each slice of metadata column ``by`` of the evaluation split

@@ -1,14 +1,14 @@
 """How much memory a split takes once loaded and how much it may take before it is streamed from disk
-(torch-free, so the command line can show the default in its help without loading torch)."""
+(it imports neither torch nor numpy, so the command line can show the default in its help without loading them)."""
 
 from __future__ import annotations
 
-from typing import Optional, Union
-
-import numpy as np
+from typing import TYPE_CHECKING, Optional, Union
 
 from calibview.core.errors import CalibviewError
-from calibview.core.io import schema
+
+if TYPE_CHECKING:                      # for the annotation only: schema loads h5py and numpy
+    from calibview.core.io import schema
 
 #: default ``max_memory``: splits larger than this in memory are streamed from disk (2 GiB)
 DEFAULT_MAX_MEMORY = 2 << 30
@@ -36,6 +36,8 @@ def parse_size(text: Union[str, int, float, None]) -> Optional[int]:
 
 def memory_bytes(info: schema.SplitInfo) -> int:
     """Bytes the split takes once loaded: float16 widens to float32, probabilities become float64 log-probs."""
+    import numpy as np
+
     itemsize = 8 if info.kind == "probs" or np.dtype(info.dtype).itemsize >= 8 else 4
     return int(info.n) * int(info.k) * itemsize
 

@@ -21,24 +21,12 @@ import numpy as np
 from calibview.core.io import schema
 from calibview.core.release import config as rel
 from calibview.core.release import stats as rs
+from calibview.core.release.limits import Limits
+from calibview.core.evaluation.defaults import MIN_SLICE
 from calibview.core.evaluation.engine import Engine
 from calibview.core.evaluation.request import EvalRequest
 from calibview.core.evaluation.results import CalibratorResult, Evaluation
 from calibview.core.stats.metrics import SampleStats
-
-
-@dataclass(frozen=True)
-class Limits:
-    """The limits of the checklist: overall ECE, worst per-class ECE, the high-confidence gap at confidence
-    ``high_conf``, whether the point estimate or the interval's upper bound is compared, and the smallest class
-    slice counted."""
-
-    max_ece: float = 0.03
-    max_class_ece: float = 0.10
-    max_high_conf_gap: float = 0.05
-    high_conf: float = 0.95
-    use_bound: str = "point"          # or "upper": compare the interval's upper bound with the limit
-    min_slice: int = 30
 
 
 @dataclass(frozen=True)
@@ -98,7 +86,7 @@ def request_for(config: Mapping[str, Any], info: schema.RunInfo, split: str, *, 
 
 
 def evaluate_config(engine: Engine, config: Mapping[str, Any], file: str, split: str, *, run: Optional[str] = None,
-                    min_slice: int = 30, n_boot: Optional[int] = None, device: str = "auto",
+                    min_slice: int = MIN_SLICE, n_boot: Optional[int] = None, device: str = "auto",
                     calibrators: tuple = (), path: str = "the config", whole: bool = False,
                     per_class: bool = True, progress=None, cancel: Optional[threading.Event] = None) -> Checked:
     """Verify the config against ``file`` (run, class count, fit-data hash), then evaluate its calibrator on

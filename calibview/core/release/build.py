@@ -17,6 +17,7 @@ from calibview.core.io import discovery
 from calibview.core.release import config as rel
 from calibview.core.release import stats as rs
 from calibview.core.release.acceptance import Checked, Criterion, Limits, criteria, verdict
+from calibview.core.evaluation.defaults import MIN_SLICE, SLICE_BINS
 from calibview.core.evaluation.engine import Engine
 from calibview.core.errors import CalibviewError, ParameterError
 from calibview.core.evaluation.request import EvalRequest
@@ -47,9 +48,10 @@ class Release:
 def build_release(engine: Engine, file: str, run: str, calibrator: str, fit_split: str, eval_split: str, *,
                   threshold: Optional[float] = None, target_precision: Optional[float] = None, bins: int = 15,
                   bandwidth: float = 0.05, kernel: str = "gaussian", n_boot: int = 1000, seed: int = 0,
-                  level: float = 0.95, device: str = "auto", by: Optional[str] = None, slice_bins: int = 4,
-                  min_slice: int = 30, audit_thresholds: Sequence[float] = DEFAULT_AUDIT,
-                  limits: Limits = Limits(), progress=None, cancel: Optional[threading.Event] = None) -> Release:
+                  level: float = 0.95, device: str = "auto", by: Optional[str] = None,
+                  slice_bins: int = SLICE_BINS, min_slice: int = MIN_SLICE,
+                  audit_thresholds: Sequence[float] = DEFAULT_AUDIT, limits: Limits = Limits(), progress=None,
+                  cancel: Optional[threading.Event] = None) -> Release:
     """Fit ``calibrator`` on ``fit_split`` of ``run`` in ``file``, evaluate it (and ``none``) on ``eval_split``,
     decide the thresholds (a fixed ``threshold`` or a ``target_precision``) on the fit split's calibrated scores
     and gather the release material; nothing is written."""

@@ -18,6 +18,7 @@ from typing import Any, Mapping, Optional
 
 from calibview.core.release import config as rel
 from calibview.core.release.acceptance import Checked, evaluate_config, request_for
+from calibview.core.release.limits import MAX_ECE_INCREASE
 from calibview.core.evaluation.engine import Engine
 from calibview.core.errors import CalibviewError
 from calibview.core.evaluation.results import Evaluation
@@ -50,8 +51,9 @@ class Drift:
 
 
 def drift(engine: Engine, config: Mapping[str, Any], file: str, split: str, *, run: Optional[str] = None,
-          max_ece_increase: float = 0.02, refit: bool = False, n_boot: Optional[int] = None, device: str = "auto",
-          path: str = "the config", progress=None, cancel: Optional[threading.Event] = None) -> Drift:
+          max_ece_increase: float = MAX_ECE_INCREASE, refit: bool = False, n_boot: Optional[int] = None,
+          device: str = "auto", path: str = "the config", progress=None,
+          cancel: Optional[threading.Event] = None) -> Drift:
     """Evaluate the shipped calibrator of ``config`` on ``split`` of ``file``, compare every metric with the
     archived value, flag drift when the ECE increase exceeds ``max_ece_increase``, and with ``refit`` refit the
     same method on a seeded half of the split (see the module notes)."""
