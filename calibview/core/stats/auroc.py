@@ -37,6 +37,10 @@ from calibview.core.stats.selective import cumulative_auc
 AUROC_BOOT_WORK = 50_000_000
 #: entries of the (K, buckets) table of an AurocCounter (int32: 4 MB), so it stays in the CPU cache
 TABLE_ENTRIES = 1 << 20
+#: the bucket table is used while positives are fewer than this fraction of its entries per class, else searches
+SEARCH_ABOVE = 8
+#: padded positives per batch of classes of the search path (float64: 32 MB)
+PAD_ENTRIES = 1 << 22
 #: probabilities counted at a time (float64: 2 MB)
 _BLOCK_ENTRIES = 1 << 18
 _ROW_ENTRIES = 1 << 17
@@ -106,6 +110,10 @@ class AurocCounter:
         self._start = np.r_[0, np.cumsum(np.where(scored, self.count, 0))][:-1]
         self.gt = np.zeros(k, dtype=np.int64)
         self.eq = np.zeros(k, dtype=np.int64)
+        # Many positives per class (millions of samples) fill most buckets, and nearly every entry would need
+        # the exact comparison: binary searches among the class's sorted positives are then the cheaper count.
+        self.batches = _search_batches(pv, pl, self.classes, self.count, pos.device) \
+            if pv.size > self.nb * max(len(self.classes), 1) / SEARCH_ABOVE else None
 
     def _bucket(self, v: np.ndarray) -> np.ndarray:
         """int32 bucket of each value (same shape), in [0, nb)."""
@@ -115,6 +123,9 @@ class AurocCounter:
 
     def add(self, p: torch.Tensor) -> None:
         """One chunk of rows of the (N, K) float64 probabilities (chunks in any order)."""
+        if self.batches is not None:
+            self._search(p)
+            return
         p = np.ascontiguousarray(p.detach().cpu().numpy(), dtype=np.float64)
         step = max(1, _BLOCK_ENTRIES // max(self.k, 1))
         blocks = [p[a:a + step] for a in range(0, p.shape[0], step)]   # small temporaries, in cache
@@ -126,6 +137,18 @@ class AurocCounter:
         for gt, eq in parts:
             self.gt += gt
             self.eq += eq
+
+    def _search(self, p: torch.Tensor) -> None:
+        """The counts of one chunk by batched binary searches (``torch.searchsorted``) among each class's sorted
+        positives, padded with +inf into (classes, P_max) batches."""
+        pt = p.T.contiguous()                      # (K, rows): a class's entries contiguous
+        for cls, pad in self.batches:
+            vals = pt if cls.shape[0] == self.k else pt.index_select(0, cls)           # (B, rows)
+            lt = torch.searchsorted(pad, vals, side="left")                  # positives strictly below
+            le = torch.searchsorted(pad, vals, side="right")
+            idx = cls.cpu().numpy()
+            self.gt[idx] += lt.sum(dim=1).cpu().numpy()
+            self.eq[idx] += (le - lt).sum(dim=1).cpu().numpy()
 
     def _count(self, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(gt, eq) (K,) int64 counts of one block of rows (no shared state: blocks run in parallel)."""
@@ -186,6 +209,29 @@ class AurocCounter:
         """The macro AUROC: the mean of :meth:`per_class` over the classes it is defined for (NaN if none)."""
         v = self.per_class()[self.classes]
         return float(v.mean()) if v.size else float("nan")
+
+
+def _search_batches(pv: np.ndarray, pl: np.ndarray, classes: np.ndarray, count: np.ndarray, device
+                    ) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """(classes, (B, P_max) sorted positives padded with +inf) batches of classes of similar size, at most
+    ``PAD_ENTRIES`` entries each; ``pv``, ``pl`` the positives' values and classes."""
+    order = np.lexsort((pv, pl))                      # by class, then value
+    sorted_vals = torch.from_numpy(pv[order])
+    start = np.r_[0, np.cumsum(np.bincount(pl, minlength=count.shape[0]))]
+    batches = []
+    by_size = classes[np.argsort(count[classes], kind="stable")]
+    i = 0
+    while i < len(by_size):
+        j = i + 1
+        while j < len(by_size) and (j + 1 - i) * count[by_size[j]] <= PAD_ENTRIES:
+            j += 1
+        cls = np.sort(by_size[i:j])                   # class order within a batch: all K classes are arange(K)
+        pad = torch.full((len(cls), int(count[cls].max())), float("inf"), dtype=torch.float64)
+        for r, c in enumerate(cls):
+            pad[r, :count[c]] = sorted_vals[start[c]:start[c + 1]]
+        batches.append((torch.from_numpy(cls).to(device), pad.to(device)))
+        i = j
+    return batches
 
 
 _POOL: list = []

@@ -40,9 +40,14 @@ def _counted(p, y, chunk):
 
 
 @pytest.mark.parametrize("kind", ["continuous", "rounded", "zeros", "binned"])
-@pytest.mark.parametrize("table", [1 << 20, 64])
+@pytest.mark.parametrize("table", [1 << 20, 64, "search"])
 def test_counter_against_sklearn_and_pairs(kind, table, monkeypatch):
-    monkeypatch.setattr(au, "TABLE_ENTRIES", table)          # 64: a handful of buckets, many positives in each
+    if table == "search":                                    # the binary-search path of many positives per class
+        monkeypatch.setattr(au, "SEARCH_ABOVE", 1e12)
+        monkeypatch.setattr(au, "PAD_ENTRIES", 200)          # several batches of classes
+    else:                                                    # 64: a handful of buckets, many positives in each
+        monkeypatch.setattr(au, "TABLE_ENTRIES", table)
+        monkeypatch.setattr(au, "SEARCH_ABOVE", 1e-12)
     rng = np.random.default_rng(hash((kind, table)) % 2**32)
     n, k = 700, 9
     p = _softmax(rng, n, k)
@@ -54,6 +59,7 @@ def test_counter_against_sklearn_and_pairs(kind, table, monkeypatch):
         p = np.floor(p * 8) / 8 + 1e-3 * np.arange(k)[None, :]
     y = rng.integers(0, k, n)
     counter = _counted(p, y, 97)
+    assert (counter.batches is not None) == (table == "search")
     ref = np.mean([roc_auc_score(y == c, p[:, c]) for c in range(k)])
     assert counter.value() == pytest.approx(ref, abs=1e-12)
     assert counter.value() == pytest.approx(_brute(p, y), abs=1e-12)
