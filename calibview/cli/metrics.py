@@ -22,9 +22,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args) -> int:
     """Evaluate and print the rows."""
+    evaluations = evaluate_all(args)         # first: it refuses bad input before torch loads
     from calibview.core.reports.tables import metrics_json, metrics_rows
 
-    evaluations = evaluate_all(args)
     for ev in first_settings(evaluations):
         log_calibrator_warnings(ev)
     rows = metrics_rows(evaluations)

@@ -248,6 +248,11 @@ def requests_from_args(args) -> list:
     names = tuple(c.strip() for c in given.split(",") if c.strip())
     if not names:
         raise CalibviewError("--calibrators is empty; give a comma-separated list such as none,ts.")
+    from calibview.core.evaluation.defaults import KNOWN_CALIBRATORS
+
+    for name in names:                  # the registry (and torch) is not loaded for a typo
+        if name not in KNOWN_CALIBRATORS:
+            raise CalibviewError(f"Unknown calibrator {name!r}; choose from {', '.join(KNOWN_CALIBRATORS)}.")
     options = parse_options(args.option)
     for name, opts in options:
         if name not in names:
@@ -309,7 +314,6 @@ def evaluate_all(args, engine=None) -> list:
     share fits and scores); pass an ``engine`` to reuse its cache afterwards."""
     from dataclasses import replace
 
-    from calibview.core.evaluation.engine import Engine
     from calibview.core.evaluation.request import check_request
 
     settings = settings_from_args(args)
@@ -317,6 +321,9 @@ def evaluate_all(args, engine=None) -> list:
     for req in requests:                  # every request and setting is checked before any work starts
         for s in settings:
             check_request(replace(req, bins=s.bins, bandwidth=s.bandwidth, kernel=s.kernel))
+    # torch loads only now: a command refused above (a missing file, a bad flag value) answers in a blink
+    from calibview.core.evaluation.engine import Engine
+
     bar = ProgressBar(enabled=False if args.quiet else None)
     cancel = threading.Event()
     engine = engine if engine is not None else Engine()

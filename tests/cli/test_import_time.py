@@ -65,10 +65,24 @@ def test_runs_lists_the_demo_without_torch(demo_file, tmp_path):
     assert not set(mods) & set(HEAVY)
 
 
-def test_a_missing_file_is_refused_without_torch(tmp_path):
-    rc, mods, _ = loaded(["runs", str(tmp_path / "missing.h5")], tmp_path)
+@pytest.mark.parametrize("command", ["runs", "metrics", "report"])
+def test_a_missing_file_is_refused_without_torch(command, tmp_path):
+    rc, mods, _ = loaded([command, str(tmp_path / "missing.h5")], tmp_path)
     assert rc == 2
     assert not set(mods) & set(HEAVY)
+
+
+def test_an_unknown_calibrator_is_refused_without_torch(demo_file, tmp_path):
+    rc, mods, _ = loaded(["metrics", str(demo_file), "--calibrators", "none,tss"], tmp_path)
+    assert rc == 2
+    assert not set(mods) & set(HEAVY)
+
+
+def test_the_known_calibrators_are_the_registrys():
+    from calibview.core.calibrators import base, registry  # noqa: F401  (registering every family)
+    from calibview.core.evaluation.defaults import KNOWN_CALIBRATORS
+
+    assert KNOWN_CALIBRATORS == tuple(base._REGISTRY)
 
 
 def test_the_help_defaults_are_the_cores():

@@ -13,6 +13,9 @@ EVAL_SPLIT = "test"
 FIT_SPLIT = "val"
 #: the calibrators evaluated: the uncalibrated baseline and temperature scaling
 CALIBRATORS = ("none", "ts")
+#: every registered calibrator, in the registry's order (a test keeps it equal to the registry), so that an
+#: unknown name is refused before torch loads
+KNOWN_CALIBRATORS = ("none", "ts", "ts-grid", "hb", "ir", "platt", "beta", "mrr", "vs", "ms", "dirichlet")
 #: equal-width bins of the binned metrics (or "auto")
 BINS = 15
 #: bootstrap resamples per interval (0: no intervals)

@@ -17,7 +17,7 @@ from calibview.core.io import discovery
 from calibview.core.release import config as rel
 from calibview.core.release import stats as rs
 from calibview.core.release.acceptance import Checked, Criterion, Limits, criteria, verdict
-from calibview.core.evaluation.defaults import MIN_SLICE, SLICE_BINS
+from calibview.core.evaluation import defaults as d
 from calibview.core.evaluation.engine import Engine
 from calibview.core.errors import CalibviewError, ParameterError
 from calibview.core.evaluation.request import EvalRequest
@@ -46,10 +46,10 @@ class Release:
 
 
 def build_release(engine: Engine, file: str, run: str, calibrator: str, fit_split: str, eval_split: str, *,
-                  threshold: Optional[float] = None, target_precision: Optional[float] = None, bins: int = 15,
-                  bandwidth: float = 0.05, kernel: str = "gaussian", n_boot: int = 1000, seed: int = 0,
-                  level: float = 0.95, device: str = "auto", by: Optional[str] = None,
-                  slice_bins: int = SLICE_BINS, min_slice: int = MIN_SLICE,
+                  threshold: Optional[float] = None, target_precision: Optional[float] = None, bins: int = d.BINS,
+                  bandwidth: float = d.BANDWIDTH, kernel: str = d.KERNEL, n_boot: int = d.N_BOOT, seed: int = d.SEED,
+                  level: float = d.LEVEL, device: str = d.DEVICE, by: Optional[str] = None,
+                  slice_bins: int = d.SLICE_BINS, min_slice: int = d.MIN_SLICE,
                   audit_thresholds: Sequence[float] = DEFAULT_AUDIT, limits: Limits = Limits(), progress=None,
                   cancel: Optional[threading.Event] = None) -> Release:
     """Fit ``calibrator`` on ``fit_split`` of ``run`` in ``file``, evaluate it (and ``none``) on ``eval_split``,

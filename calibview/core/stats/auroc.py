@@ -89,6 +89,15 @@ class AurocCounter:
             self.shift += 1
         self.base = (lo >> self.shift) - 1          # bucket 0: every value below the smallest nonzero positive's
         self.nb = (hi >> self.shift) - self.base + 1
+        self.gt = np.zeros(k, dtype=np.int64)
+        self.eq = np.zeros(k, dtype=np.int64)
+        # Many positives per class (millions of samples) fill most buckets, and nearly every entry would need
+        # the exact comparison: binary searches among the class's sorted positives are then the cheaper count,
+        # and the bucket table is never built.
+        self.batches = None
+        if pv.size > self.nb * max(len(self.classes), 1) / SEARCH_ABOVE:
+            self.batches = _search_batches(pv, pl, self.classes, self.count, pos.device)
+            return
         key = pl * self.nb + self._bucket(pv)
         cnt = np.bincount(key, minlength=k * self.nb)
         below = (np.cumsum(cnt.reshape(k, self.nb), axis=1) - cnt.reshape(k, self.nb)).reshape(-1)
@@ -108,12 +117,6 @@ class AurocCounter:
         self._sorted = np.sort(pv)
         self._keys = np.sort(pl * (pv.size + 1) + np.searchsorted(self._sorted, pv, side="left"))
         self._start = np.r_[0, np.cumsum(np.where(scored, self.count, 0))][:-1]
-        self.gt = np.zeros(k, dtype=np.int64)
-        self.eq = np.zeros(k, dtype=np.int64)
-        # Many positives per class (millions of samples) fill most buckets, and nearly every entry would need
-        # the exact comparison: binary searches among the class's sorted positives are then the cheaper count.
-        self.batches = _search_batches(pv, pl, self.classes, self.count, pos.device) \
-            if pv.size > self.nb * max(len(self.classes), 1) / SEARCH_ABOVE else None
 
     def _bucket(self, v: np.ndarray) -> np.ndarray:
         """int32 bucket of each value (same shape), in [0, nb)."""

@@ -68,14 +68,15 @@ def rank_order(conf: np.ndarray, correct: np.ndarray) -> RankOrder:
     return RankOrder(order, ends, sc, 1.0 - np.asarray(correct, dtype=np.float64)[order])
 
 
-def _at_ends(ro: RankOrder, w: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    """(K, E, dK, dE) (R, G) float64: cumulative weight and weighted errors at each tie-group end, and the
-    group's own weight and errors; ``w`` (R, N) float64 in sorted order."""
-    we = w * torch.from_numpy(ro.err)
+def _at_ends(ro: RankOrder, w: torch.Tensor, err: Optional[torch.Tensor] = None) -> tuple[torch.Tensor, ...]:
+    """(K, E, dK, dE) (R, G): cumulative weight and weighted errors at each tie-group end, and the group's own
+    weight and errors, in ``w``'s dtype; ``w`` (R, N) in sorted order, ``err`` (N,) the sorted errors in that
+    dtype and on that device (default ``ro.err``)."""
+    we = w * (torch.from_numpy(ro.err) if err is None else err)
     k, e = torch.cumsum(w, dim=1), torch.cumsum(we, dim=1)
     if ro.ends.shape[0] == ro.n:                       # no ties: every sample is its own group
         return k, e, w, we
-    ends = torch.from_numpy(ro.ends)
+    ends = torch.from_numpy(ro.ends).to(w.device)
     k, e = k.index_select(1, ends), e.index_select(1, ends)
     return k, e, _diff(k), _diff(e)
 
@@ -244,21 +245,13 @@ def _resampled_samples(ro: RankOrder, counts: torch.Tensor, totals: Optional[np.
     exact = torch.float32 if ro.n < _FLOAT32_EXACT else torch.float64
     idx = torch.from_numpy(ro.order).to(counts.device)
     err = torch.from_numpy(ro.err).to(device=counts.device, dtype=exact)
-    ends = torch.from_numpy(ro.ends).to(counts.device)
     tied = ro.ends.shape[0] < ro.n
     r = counts.shape[0]
     step = max(1, _ROW_ENTRIES // max(ro.n, 1))
     parts: dict[str, list] = {}
     for a in range(0, r, step):
         w = counts[a:a + step].index_select(1, idx).to(exact)
-        we = w * err
-        k, e = torch.cumsum(w, dim=1), torch.cumsum(we, dim=1)
-        if tied:
-            k, e = k.index_select(1, ends), e.index_select(1, ends)
-            dk, de = _diff(k), _diff(e)
-        else:
-            dk, de = w, we
-        k, e, dk, de = (x.cpu().double() for x in (k, e, dk, de))
+        k, e, dk, de = (x.cpu().double() for x in _at_ends(ro, w, err))
         n = k[:, -1] if totals is None else torch.as_tensor(np.asarray(totals, np.float64)[a:a + step])
         for m, v in _metrics(k, e, dk, de, n, tied=tied).items():
             if m in SELECTIVE_METRICS:
