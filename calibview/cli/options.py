@@ -34,6 +34,7 @@ def request_defaults() -> dict:
 
     return {"eval_split": defaults.EVAL_SPLIT, "fit_split": defaults.FIT_SPLIT, "calibrators": defaults.CALIBRATORS,
             "bins": defaults.BINS, "n_boot": defaults.N_BOOT, "seed": defaults.SEED, "level": defaults.LEVEL,
+            "interval": defaults.INTERVAL,
             "bandwidth": defaults.BANDWIDTH, "kernel": defaults.KERNEL, "device": defaults.DEVICE,
             "max_memory": DEFAULT_MAX_MEMORY}
 
@@ -106,6 +107,9 @@ def add_eval_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--n-boot", type=int, default=d["n_boot"], help="bootstrap resamples per interval (0: none)")
     p.add_argument("--seed", type=int, default=d["seed"], help=f"bootstrap seed, 0 or more (default {d['seed']})")
     p.add_argument("--level", type=float, default=d["level"], help=f"interval level (default {d['level']:g})")
+    p.add_argument("--interval", choices=("auto", "percentile", "basic", "bca"), default=d["interval"],
+                   help="how intervals are read off the resamples: auto (default) is BCa for the binned "
+                        "calibration errors and percentile for the rest; or one method for every metric")
     p.add_argument("--device", default=d["device"], help=f"cpu, cuda or auto (default: {d['device']})")
     memory = size_text(d["max_memory"])
     p.add_argument("--max-memory", default=memory, metavar="SIZE",
@@ -291,7 +295,8 @@ def requests_from_args(args) -> list:
         for eval_split in evals:                 # one request per domain: the engine fits once for all of them
             requests.append(EvalRequest(file=str(file), run=run.name, eval_split=eval_split, fit_split=fit_split,
                                         calibrators=run_names, bins=first.bins, n_boot=args.n_boot,
-                                        seed=args.seed, level=args.level, bandwidth=first.bandwidth,
+                                        seed=args.seed, level=args.level, interval=args.interval,
+                                        bandwidth=first.bandwidth,
                                         kernel=first.kernel, device=args.device, options=options,
                                         max_memory=parse_size(args.max_memory)))
     return requests

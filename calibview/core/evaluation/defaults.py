@@ -24,6 +24,10 @@ N_BOOT = 1000
 SEED = 0
 #: the intervals' level, in (0, 1)
 LEVEL = 0.95
+#: how intervals are read off the resamples: auto (BCa for the binned calibration errors, percentile for the
+#: rest), or percentile, basic or bca for every metric (calibview.core.stats.intervals)
+INTERVAL = "auto"
+INTERVALS = ("auto", "percentile", "basic", "bca")
 #: the kernel bandwidth of the diagram and of CAL, on the confidence scale [0, 1]
 BANDWIDTH = 0.05
 #: the kernel of the diagram and of CAL: gaussian or epanechnikov

@@ -17,11 +17,12 @@ SETTING_COLUMNS = ("fit_split", "eval_split", "n", "k", "bins", "bandwidth", "ke
 
 
 def metric_columns() -> list[str]:
-    """The keys of a record, in order: ID_COLUMNS, value/_lo/_hi per metric, then SETTING_COLUMNS."""
+    """The keys of a record, in order: ID_COLUMNS, value/_lo/_hi per metric, SETTING_COLUMNS, then
+    ``interval_method`` (:func:`interval_methods`)."""
     cols = list(ID_COLUMNS)
     for m in METRIC_NAMES:
         cols += [m, f"{m}_lo", f"{m}_hi"]
-    return cols + list(SETTING_COLUMNS)
+    return cols + list(SETTING_COLUMNS) + ["interval_method"]
 
 
 def run_groups(evaluations: Iterable[Evaluation]) -> list[list[Evaluation]]:
@@ -46,8 +47,16 @@ def setting_fields(ev: Evaluation, name: str) -> dict:
             "calibview_version": __version__}
 
 
+def interval_methods(metrics) -> str:
+    """JSON text of metric -> the method of its interval (calibview.core.stats.intervals: ``percentile``,
+    ``basic``, ``bca``, ``bca-widened``, ...), for the metrics that have one; ``{}`` without intervals."""
+    return json.dumps({m: est.method for m, est in metrics.items() if est.method}, sort_keys=True,
+                      separators=(",", ":"))
+
+
 def metrics_rows(evaluations: Iterable[Evaluation]) -> list[dict]:
-    """One dict per run x calibrator x setting: the identity, value/_lo/_hi per metric, then the settings."""
+    """One dict per run x calibrator x setting: the identity, value/_lo/_hi per metric, the settings, then
+    ``interval_method`` (:func:`interval_methods`)."""
     rows = []
     for group in run_groups(evaluations):
         for name in dict.fromkeys(r.name for ev in group for r in ev.results):
@@ -61,5 +70,6 @@ def metrics_rows(evaluations: Iterable[Evaluation]) -> list[dict]:
                     est = r.metrics[m]
                     row[m], row[f"{m}_lo"], row[f"{m}_hi"] = est.value, est.lo, est.hi
                 row.update(setting_fields(ev, r.name))
+                row["interval_method"] = interval_methods(r.metrics)
                 rows.append(row)
     return rows

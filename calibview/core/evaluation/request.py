@@ -35,6 +35,7 @@ class EvalRequest:
     n_boot: int = defaults.N_BOOT
     seed: int = defaults.SEED
     level: float = defaults.LEVEL
+    interval: str = defaults.INTERVAL
     bandwidth: float = defaults.BANDWIDTH
     kernel: str = defaults.KERNEL
     device: str = defaults.DEVICE
@@ -81,6 +82,8 @@ def check_request(req: EvalRequest) -> None:
     if not 0 < req.level < 1:
         hint = f" (for {req.level:g} %, give {req.level / 100:g})" if 1 < req.level < 100 else ""
         raise CalibviewError(f"The interval level must lie in (0, 1), not {req.level!r}{hint}.")
+    if req.interval not in defaults.INTERVALS:
+        raise CalibviewError(f"Unknown interval method {req.interval!r}; choose from {', '.join(defaults.INTERVALS)}.")
     if req.max_memory is not None and not req.max_memory > 0:
         raise CalibviewError(f"The memory allowed for a split must be positive, not {req.max_memory!r}.")
     if req.n_boot < 0:

@@ -19,11 +19,14 @@ from calibview.core.evaluation.request import EvalRequest
 
 @dataclass(frozen=True)
 class Estimate:
-    """A metric's point estimate and its percentile bootstrap interval (``lo``, ``hi``; NaN without one)."""
+    """A metric's point estimate and its bootstrap interval (``lo``, ``hi``; NaN without one), and the method
+    that produced the interval (calibview.core.stats.intervals: ``percentile``, ``basic``, ``bca``, with
+    ``-widened`` where it was extended to contain the estimate; "" without an interval)."""
 
     value: float
     lo: float
     hi: float
+    method: str = ""
 
 
 @dataclass(frozen=True)
@@ -103,3 +106,4 @@ class Scored:
     notes: tuple[str, ...] = ()
     auroc: float = float("nan")                # macro one-vs-rest AUROC (calibview.core.stats.auroc), counted here
     auroc_dist: Optional[np.ndarray] = None    # (n_boot,) or None (no interval, see notes)
+    classwise_loo: Mapping = field(default_factory=lambda: MappingProxyType({}))  # B -> (m,) class-wise ECE without each subsample row

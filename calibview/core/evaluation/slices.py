@@ -22,6 +22,7 @@ budget is streamed once for the class-wise sums of all slices, without class-wis
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from dataclasses import dataclass
@@ -32,13 +33,14 @@ import numpy as np
 import torch
 
 from calibview.core.stats import auroc as au
+from calibview.core.stats import intervals
 from calibview.core.io import memory
 from calibview.core.io import discovery
 from calibview.core.io import logits as lg
 from calibview.core.io import schema
 from calibview.core.io import shards, stream
 from calibview.core.stats.bootstrap import ClasswiseBootstrap, SampleBootstrap, mixed_classes
-from calibview.core.stats.resampling import ResampleBlock, Resampler, percentile_interval
+from calibview.core.stats.resampling import ResampleBlock, Resampler
 from calibview.core.stats.deltas import delta_columns, paired_difference
 from calibview.core.errors import CalibviewError, ParameterError, check_cancel, report
 from calibview.core.evaluation.defaults import MIN_SLICE, SLICE_BINS
@@ -452,15 +454,18 @@ def _record(req, run, by, name, s: Slice, values, dists, k, b, min_slice) -> dic
     own, base = values[(name, s.key)], values[(name, -1)]
     d_own, d_base = dists.get((name, s.key)), dists.get((name, -1))
     rec = {"model": run.model, "dataset": run.dataset, "split": req.eval_split, "calibrator": name}
+    methods = {}
     with np.errstate(all="ignore"):
         for m in METRIC_NAMES:
             lo = hi = float("nan")
             if d_own is not None and m in d_own:
-                lo, hi = _interval(d_own[m], req.level)
+                lo, hi, methods[m] = _interval(d_own[m], float(own.get(m, np.nan)), req.level, req.interval, m)
             rec[m], rec[f"{m}_lo"], rec[f"{m}_hi"] = float(own.get(m, np.nan)), lo, hi
         deltas = delta_columns(own, base, d_own or {}, d_base or {},
                                lambda d, ref: paired_difference(d, ref, req.level), metrics=METRIC_NAMES)
     rec.update(setting_fields(SimpleNamespace(request=req, n_eval=s.n, k=k, n_bins=b), name))
+    rec["interval_method"] = json.dumps({m: v for m, v in methods.items() if v}, sort_keys=True,
+                                        separators=(",", ":"))
     rec["slice_column"], rec["slice"] = by, s.name
     rec.update(deltas)
     lo, hi = rec["delta_ece_lo"], rec["delta_ece_hi"]
@@ -469,8 +474,13 @@ def _record(req, run, by, name, s: Slice, values, dists, k, b, min_slice) -> dic
     return rec
 
 
-def _interval(values: np.ndarray, level: float) -> tuple[float, float]:
+def _interval(values: np.ndarray, estimate: float, level: float, choice: str, metric: str
+              ) -> tuple[float, float, str]:
+    """(lo, hi, method) of a slice's interval by the request's method; slices have no jackknife, so BCa falls
+    back to the percentile interval (calibview.core.stats.intervals.method_for), widened to contain the
+    estimate ("" without an interval)."""
     if values.size == 0 or np.isnan(values).any():
-        return float("nan"), float("nan")
-    iv = percentile_interval(values, level)
-    return iv.lo, iv.hi
+        return float("nan"), float("nan"), ""
+    iv, used = intervals.interval(values, estimate, level, intervals.method_for(metric, choice, False),
+                                  nonnegative=metric in intervals.BIASED_METRICS)
+    return iv.lo, iv.hi, used

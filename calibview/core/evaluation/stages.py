@@ -40,13 +40,15 @@ from calibview.core.io import memory
 from calibview.core.io import stream
 from calibview.core.stats import auroc as au
 from calibview.core.stats.bootstrap import ClasswiseBootstrap, SampleBootstrap, mixed_classes
-from calibview.core.stats.resampling import Resampler, percentile_interval
+from calibview.core.stats import jackknife
+from calibview.core.stats.resampling import Resampler
 from calibview.core.stats.metrics import METRIC_NAMES, StatsAccumulator, chunk_rows
 from calibview.core.stats.points import resample_part
 from calibview.core.errors import check_cancel, report
 from calibview.core.evaluation.job import Job
 from calibview.core.evaluation.request import Setting
-from calibview.core.evaluation.results import CalibratorResult, Counters, Estimate, Evaluation, Scored
+from calibview.core.evaluation.estimates import estimates
+from calibview.core.evaluation.results import CalibratorResult, Counters, Evaluation, Scored
 
 log = logging.getLogger("calibview")
 
@@ -186,7 +188,10 @@ def scoring_pass(job: Job, scores, labels, items, counts, units, note, span) -> 
     stats = {nm: accs[nm].result(labels) for nm in names}
     if two_pass:
         cws = {nm: restricted_classwise(job, counts, stats[nm], bins[nm]) for nm in names}
-    aurocs = rank_pass(job, scores, labels, names, pos, counts, units, span, cws if two_pass else {})
+    # the class-wise jackknife (BCa's acceleration) reads the final class-wise sums, so it runs in the rank pass
+    jk = {nm: (jackknife.subsample_rows(n, r.seed), {b: accs[nm].classwise_sums(b) for b in bins[nm]})
+          for nm in names} if r.n_boot else {}
+    aurocs, loos = rank_pass(job, scores, labels, names, pos, counts, units, span, cws if two_pass else {}, jk)
     for nm in names:
         check_cancel(job.cancel)
         dists, notes = {}, []
@@ -206,6 +211,7 @@ def scoring_pass(job: Job, scores, labels, items, counts, units, note, span) -> 
             log.info("%s %s: %s", job.run_info.name, nm, auroc_note)
         scored = Scored(stats=stats[nm], bins=bins[nm],
                         classwise_sums=MappingProxyType({b: accs[nm].classwise_sums(b) for b in bins[nm]}),
+                        classwise_loo=MappingProxyType(loos.get(nm, {})),
                         classwise_dist=MappingProxyType(dists),
                         argmax_changed=float((stats[nm].pred != base_pred).mean()),
                         notes=tuple(notes),
@@ -223,12 +229,15 @@ def split_chunks(job: Job, scores, labels):
             stream.tensor_chunks(scores, labels, chunk_rows(job.k)))
 
 
-def rank_pass(job: Job, scores, labels, names, pos, counts, units, span, classwise: dict) -> dict:
-    """name -> (auroc, (n_boot,) resampled auroc or None, note or None): the second application of each
-    calibrator to the chunks counts every probability against the (N,) positives ``pos[name]`` collected while
-    scoring (:mod:`calibview.core.stats.auroc`), and feeds ``classwise[name]`` (a restricted
-    :class:`ClasswiseBootstrap`, when the scoring pass left it out); when the AUROC interval is affordable the
-    (N, K) float64 probability matrix is kept for it."""
+def rank_pass(job: Job, scores, labels, names, pos, counts, units, span, classwise: dict,
+              jk: dict) -> tuple[dict, dict]:
+    """(name -> (auroc, (n_boot,) resampled auroc or None, note or None), name -> B -> (m,) class-wise ECE
+    without each row of the jackknife subsample): the second application of each calibrator to the chunks
+    counts every probability against the (N,) positives ``pos[name]`` collected while scoring
+    (:mod:`calibview.core.stats.auroc`), feeds ``classwise[name]`` (a restricted :class:`ClasswiseBootstrap`,
+    when the scoring pass left it out) and ``jk[name]`` ((sorted subsample rows, B -> (K, B) class-wise sums),
+    :mod:`calibview.core.stats.jackknife`); when the AUROC interval is affordable the (N, K) float64
+    probability matrix is kept for it."""
     r, n, k = job.req, job.n, job.k
     note = au.boot_note(r.n_boot, n, k) if r.n_boot else None
     if r.n_boot and note is None and counts is None:
@@ -237,19 +246,22 @@ def rank_pass(job: Job, scores, labels, names, pos, counts, units, span, classwi
     y_np = labels.cpu().numpy()
     counters = {nm: au.AurocCounter(y_np, pos[nm], k) for nm in names}
     kept = {nm: torch.empty((n, k), dtype=torch.float64) for nm in names} if keep else {}
+    loo: dict = {nm: {} for nm in jk}
     label = ", ".join(job.fitted[nm].label for nm in names)
     t1 = time.perf_counter()
     for start, z, y in split_chunks(job, scores, labels):
         check_cancel(job.cancel)
         stream.trim_heap()
+        stop = start + z.shape[0]
         for nm in names:
             p = job.fitted[nm].apply(z).exp_()          # in place: the log-probabilities are not needed here
             counters[nm].add(p)
+            if nm in jk:
+                _jackknife_chunk(loo[nm], *jk[nm], start, p, y, n)
             if keep:
                 kept[nm][start:start + z.shape[0]] = p.cpu()
             if classwise.get(nm) is not None:
                 classwise[nm].add(start, None, p, y)        # last: it overwrites p
-        stop = start + z.shape[0]
         report(job.progress, span[0] + (span[1] - span[0]) * (0.5 + 0.5 * stop / n),
                f"AUROC of {label}: {stop:,} of {n:,} rows")
     out = {}
@@ -257,7 +269,18 @@ def rank_pass(job: Job, scores, labels, names, pos, counts, units, span, classwi
         dist = au.resampled_auroc(kept[nm].numpy(), y_np, counts, units) if keep else None
         out[nm] = (counters[nm].value(), dist, note)
     job.timings["auroc"] = job.timings.get("auroc", 0.0) + time.perf_counter() - t1
-    return out
+    return out, {nm: {b: np.concatenate(v) for b, v in per.items()} for nm, per in loo.items()}
+
+
+def _jackknife_chunk(out: dict, rows: np.ndarray, sums: dict, start: int, p: torch.Tensor, y: torch.Tensor,
+                     n: int) -> None:
+    """Append to ``out[B]`` the leave-one-out class-wise ECE of the subsample ``rows`` in this chunk (``p``
+    (rows, K) probabilities from row ``start``, ``y`` their labels)."""
+    sub = rows[np.searchsorted(rows, start):np.searchsorted(rows, start + p.shape[0])] - start
+    idx = torch.from_numpy(sub).to(p.device)
+    p_sub, y_sub = p[idx].cpu().numpy(), y[idx].cpu().numpy()
+    for b, s in sums.items():
+        out.setdefault(b, []).append(jackknife.classwise_loo(p_sub, y_sub, s, n))
 
 
 def restricted_classwise(job: Job, counts, stats, bins) -> ClasswiseBootstrap:
@@ -351,16 +374,14 @@ def assemble(job: Job, pending: bool) -> list[Evaluation]:
 
 def calibrator_result(job: Job, name: str, b: int, s: Setting, pending: bool) -> CalibratorResult:
     """The result of calibrator ``name`` at bin count ``b`` and setting ``s``: point estimates (``job.point``),
-    percentile intervals at the request's level when resampled, tables and warnings."""
+    intervals at the request's level and by its method when resampled (:mod:`.estimates`), tables and
+    warnings."""
     sc, fitted = job.scored[name], job.fitted[name]
     common, binned = job.point(name, ("common",)), job.point(name, ("binned", b))
     kern = job.point(name, ("kernel", s.bandwidth, s.kernel))
     values = {**common["values"], **binned["values"], **kern["values"], "auroc": sc.auroc}
     dists = job.distributions(name, b, s) if job.req.n_boot else {}
-    metrics = {}
-    for m in METRIC_NAMES:
-        iv = percentile_interval(dists[m], job.req.level) if m in dists else None
-        metrics[m] = Estimate(values[m], iv.lo if iv else float("nan"), iv.hi if iv else float("nan"))
+    metrics = estimates(values, dists, sc, b, job.req.level, job.req.interval)
     warnings = list(fitted.warnings) + list(sc.notes)
     if not np.isfinite(values["nll"]):
         n_zero = int((~np.isfinite(sc.stats.nll)).sum())

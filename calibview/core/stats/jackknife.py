@@ -1,0 +1,88 @@
+"""Leave-one-out (jackknife) values of the binned calibration errors, for BCa's acceleration
+(:func:`calibview.core.stats.intervals.acceleration`).
+
+Each metric is a function of per-bin sums, and leaving sample i out changes only the sums of the bins it is in,
+so every leave-one-out value comes from the full split's sums in O(1) per sample (top-label metrics) or O(K) per
+sample (class-wise ECE), never by recomputing the metric N times. The bins stay those of the full split, as in the
+bootstrap (docs/DEFINITIONS.md): equal-width bins by each sample's own confidence; equal-mass groups (ACE) as
+the full split's sort decided them.
+
+Class-wise ECE needs each left-out sample's whole probability row, which a streamed split does not keep, so it is
+jackknifed on a seeded random subsample of :data:`JACKKNIFE_ROWS` rows (the acceleration is then scaled as
+:func:`~calibview.core.stats.intervals.acceleration` says).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from calibview.core.stats.metrics import equal_mass_order, equal_width_bin
+
+#: rows of the class-wise jackknife subsample
+JACKKNIFE_ROWS = 2000
+
+
+def _loo_sums(bins: np.ndarray, conf: np.ndarray, correct: np.ndarray, n_bins: int):
+    """Per-bin count and gap (sum correct - sum conf), and each sample's bin."""
+    count = np.bincount(bins, minlength=n_bins).astype(np.float64)
+    gap = np.bincount(bins, weights=correct - conf, minlength=n_bins)
+    return count, gap
+
+
+def _ece_family_loo(bins: np.ndarray, conf: np.ndarray, correct: np.ndarray, n_bins: int) -> dict[str, np.ndarray]:
+    """(N,) ECE, RMSCE and MCE of the split without sample i, for bins ``bins`` (N,) of ``n_bins``."""
+    n = conf.shape[0]
+    count, gap = _loo_sums(bins, conf, correct, n_bins)
+    c, g = count[bins], gap[bins]
+    g_new = g - (correct - conf)
+    c_new = c - 1.0
+    keep = c_new > 0
+    safe = np.where(keep, c_new, 1.0)
+    nonempty = count > 0
+    sq = np.where(nonempty, gap * gap / np.where(nonempty, count, 1.0), 0.0)
+    per = np.where(nonempty, np.abs(gap) / np.where(nonempty, count, 1.0), 0.0)
+    ece = (np.abs(gap).sum() - np.abs(g) + np.abs(g_new)) / (n - 1)
+    rms = np.sqrt(np.maximum(sq.sum() - sq[bins] + np.where(keep, g_new * g_new / safe, 0.0), 0.0) / (n - 1))
+    # MCE: the largest per-bin gap among the other bins (the best, or the second best where i's bin is the best)
+    order = np.argsort(per)
+    top1, top2 = order[-1], (order[-2] if per.size > 1 else order[-1])
+    others = np.where(bins == top1, per[top2] if per.size > 1 else 0.0, per[top1])
+    mce = np.maximum(others, np.where(keep, np.abs(g_new) / safe, 0.0))
+    return {"ece": ece, "rmsce": rms, "mce": mce}
+
+
+def binned_loo(conf: np.ndarray, correct: np.ndarray, n_bins: int) -> dict[str, np.ndarray]:
+    """metric -> (N,) leave-one-out values of ECE, RMSCE, MCE (equal-width bins) and ACE (the split's equal-mass
+    groups) of top-label ``conf`` (N,) in [0, 1] and ``correct`` (N,) 0/1; needs N >= 2."""
+    conf = np.asarray(conf, dtype=np.float64)
+    correct = np.asarray(correct, dtype=np.float64)
+    out = _ece_family_loo(equal_width_bin(conf, n_bins), conf, correct, n_bins)
+    order, group = equal_mass_order(conf, n_bins)
+    em = np.empty_like(group)
+    em[order] = group
+    m = int(group[-1]) + 1 if group.size else 0
+    out["ace"] = _ece_family_loo(em, conf, correct, m)["ece"]
+    return out
+
+
+def classwise_loo(p: np.ndarray, y: np.ndarray, sums: np.ndarray, n: int) -> np.ndarray:
+    """(m,) class-wise ECE of the split without row i, for m rows of it: ``p`` (m, K) their class probabilities,
+    ``y`` (m,) their labels, ``sums`` (K, B) the full split's per-class, per-bin sums of p - y
+    (:meth:`~calibview.core.stats.metrics.StatsAccumulator.classwise_sums`), ``n`` the split's rows."""
+    p = np.asarray(p, dtype=np.float64)
+    k, b = sums.shape
+    d = p.copy()
+    d[np.arange(p.shape[0]), y] -= 1.0
+    cell = equal_width_bin(p, b)                                # (m, K) bin of each entry, as when scoring
+    s = sums[np.arange(k)[None, :], cell]
+    delta = (np.abs(s - d) - np.abs(s)).sum(axis=1)
+    return (np.abs(sums).sum() + delta) / ((n - 1) * k)
+
+
+def subsample_rows(n: int, seed: int) -> np.ndarray:
+    """The sorted rows (at most :data:`JACKKNIFE_ROWS`) of the class-wise jackknife, seeded by the request's
+    seed so a run's intervals are reproducible."""
+    if n <= JACKKNIFE_ROWS:
+        return np.arange(n)
+    rng = np.random.default_rng(seed * 7_919 + 104_729)
+    return np.sort(rng.choice(n, JACKKNIFE_ROWS, replace=False))
