@@ -93,7 +93,8 @@ def test_report_banner_is_amber_when_n_is_too_small_to_decide(small):
     assert m.group(1) == "unsure"
     text = re.sub(r"\s+", " ", m.group(2))
     assert '<span class="inconclusive">inconclusive: N too small to decide</span>' in text
-    assert f"(N = {N_DEPLOY}: the interval of ECE on deploy (15 bins)" in text
+    assert f"(N = {N_DEPLOY}: the intervals of ECE on deploy (15 bins); worst per-class ECE" in text
+    assert "straddle their limits)" in text
     # amber: the banner's border and the word share the --warn colour
     assert "--warn: #b45309" in html and ".verdict.unsure { border-color: var(--warn)" in html
     assert ".inconclusive { color: var(--warn)" in html
@@ -113,6 +114,7 @@ def test_report_banner_fails_red_and_names_the_inconclusive_too(small):
     assert m.group(1) == "bad"
     text = re.sub(r"\s+", " ", m.group(2))
     assert '<span class="fail">some criteria fail</span>; <span class="inconclusive">inconclusive: N too small' in text
+    assert "the interval of worst per-class ECE (class " in text and "straddles its limit)" in text
 
 
 def test_without_resamples_the_report_marks_the_point_decisions(small):
