@@ -1,6 +1,6 @@
 """``calibview check CONFIG FILE``: the release's acceptance checklist re-computed on a split, for CI pipelines.
-Exit 0 when every criterion passes, 1 when any fails, 2 on bad input (tampered config, fit-data mismatch, another
-run or class count, unknown split)."""
+Exit 0 when every criterion passes, 1 when any fails or is inconclusive (its interval straddles the limit), 2 on bad
+input (tampered config, fit-data mismatch, another run or class count, unknown split)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,14 @@ import argparse
 
 from calibview.cli.options import add_common_options
 
-HELP = "re-compute the acceptance checklist of an inference config on a split (exit 0 pass, 1 fail, 2 bad input)"
+HELP = ("re-compute the acceptance checklist of an inference config on a split (exit 0 pass, 1 fail or inconclusive, "
+        "2 bad input)")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The config, the data, the split, the limits of the checklist (default: calibview.core.release.limits'
     Limits) and the common options."""
-    from calibview.core.release.limits import Limits      # plain data: no numpy, no torch
+    from calibview.core.release.limits import DECIDE_ON, Limits      # plain data: no numpy, no torch
 
     limits = Limits()
     p.add_argument("config", help="inference_config.json written by calibview release")
@@ -24,8 +25,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-class-ece", type=float, default=limits.max_class_ece)
     p.add_argument("--max-high-conf-gap", type=float, default=limits.max_high_conf_gap)
     p.add_argument("--high-conf", type=float, default=limits.high_conf)
+    p.add_argument("--decide-on", choices=DECIDE_ON, default=limits.decide_on,
+                   help="interval (default): pass when the whole interval is within the limit, fail when it is all "
+                        "beyond, inconclusive otherwise; point: compare the point estimate")
     p.add_argument("--use-bound", choices=("point", "upper"), default=limits.use_bound,
-                   help="compare the point estimate (default) or the interval's upper bound with each limit")
+                   help="upper: compare the interval's upper bound alone with each limit (pass or fail), whatever "
+                        "--decide-on says")
     p.add_argument("--min-slice", type=int, default=limits.min_slice,
                    help="classes with fewer samples are left out")
     p.add_argument("--n-boot", type=int, default=None, help="resamples (default: the config's)")
@@ -38,14 +43,15 @@ def run(args) -> int:
     import json
 
     from calibview.core.release import config as rel
-    from calibview.core.release.acceptance import Limits, criteria, evaluate_config, verdict
+    from calibview.core.release.acceptance import Limits, criteria, evaluate_config, summary, verdict
     from calibview.core.evaluation.engine import Engine
     from calibview.cli.shared import criteria_table
 
     config = rel.load_config(args.config)
     split = args.split or config["provenance"]["eval_split"]
     limits = Limits(max_ece=args.max_ece, max_class_ece=args.max_class_ece, max_high_conf_gap=args.max_high_conf_gap,
-                    high_conf=args.high_conf, use_bound=args.use_bound, min_slice=args.min_slice)
+                    high_conf=args.high_conf, use_bound=args.use_bound, min_slice=args.min_slice,
+                    decide_on=args.decide_on)
     checked = evaluate_config(Engine(), config, args.file, split, min_slice=args.min_slice, n_boot=args.n_boot,
                               device=args.device, path=args.config)
     rows = criteria(config, checked, limits)
@@ -55,8 +61,8 @@ def run(args) -> int:
     else:
         print(f"{rel.run_name(config)} on {split} (N={checked.evaluation.n_eval}) with {config['calibrator']['method']} "
               f"of config {config['config_sha256'][:12]}")
-        print(criteria_table(rows))
-        print(verdict(checked.result.metrics["ece"].value))
-        print("PASS: every criterion passes." if passed else
-              f"FAIL: {sum(not c.passed for c in rows)} of {len(rows)} criteria fail.")
+        print(criteria_table(rows, limits.rule))
+        ece = checked.result.metrics["ece"]
+        print(verdict(ece.value, ece.lo, ece.hi))
+        print(summary(rows, checked.evaluation.n_eval))
     return 0 if passed else 1

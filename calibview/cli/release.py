@@ -15,6 +15,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """The data, the run, the calibrator and its splits, the thresholds, the output, the slices, the audit, the
     evaluation settings (default: EvalRequest's) and the common options."""
     from calibview.core.evaluation.defaults import MIN_SLICE, SLICE_BINS
+    from calibview.core.release.limits import DECIDE_ON, Limits
     from calibview.core.reports.selective import DEFAULT_AUDIT
 
     d = request_defaults()
@@ -40,6 +41,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--n-boot", type=int, default=d["n_boot"], help="bootstrap resamples per interval")
     p.add_argument("--seed", type=int, default=d["seed"])
     p.add_argument("--level", type=float, default=d["level"])
+    p.add_argument("--decide-on", choices=DECIDE_ON, default=Limits().decide_on,
+                   help="the report's checklist: interval (default; pass, fail or inconclusive) or point")
     p.add_argument("--no-diagram", action="store_true", help="skip diagram.png (the report draws an SVG instead)")
     add_common_options(p)
 
@@ -64,7 +67,8 @@ def run(args) -> int:
                       threshold=args.threshold, target_precision=args.target_precision, bins=args.bins,
                       bandwidth=args.bandwidth, kernel=args.kernel, n_boot=args.n_boot, seed=args.seed,
                       level=args.level, device=args.device, by=args.by, slice_bins=args.slice_bins,
-                      min_slice=args.min_slice, audit_thresholds=audit, limits=Limits(min_slice=args.min_slice))
+                      min_slice=args.min_slice, audit_thresholds=audit,
+                      limits=Limits(min_slice=args.min_slice, decide_on=args.decide_on))
     ev = r.evaluation
     png = None if args.no_diagram else render_png(
         ev, f"{ev.run.name} · {ev.request.eval_split} (N = {ev.n_eval:,}, K = {ev.k})")
@@ -89,8 +93,12 @@ def run(args) -> int:
         flagged = [str(s["slice"]) for s in r.slices if s.get("flagged")]
         print(f"slices by {args.by}: {len(r.slices)} ({len(small)} below --min-slice)" +
               (f", ECE differs from the whole split in: {', '.join(flagged)}" if flagged else ""))
-    failed = [c.criterion for c in r.checklist if not c.passed]
-    print("checklist (default limits): " + ("all pass" if not failed else "failing: " + "; ".join(failed)))
+    failed = [c.criterion for c in r.checklist if c.outcome == "fail"]
+    unsure = [c.criterion for c in r.checklist if c.outcome == "inconclusive"]
+    print("checklist (default limits): " + ("; ".join(
+        ([f"failing: {'; '.join(failed)}"] if failed else []) +
+        ([f"inconclusive (N={ev.n_eval} too small to decide): {'; '.join(unsure)}"] if unsure else []))
+        or "all pass"))
     print(f"config_sha256 {r.config['config_sha256']}")
     print("wrote " + ", ".join(str(p) for p in paths))
     return 0

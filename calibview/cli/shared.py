@@ -59,19 +59,26 @@ def fmt(x, digits: int = 4) -> str:
     return str(x)
 
 
-def criteria_table(rows) -> str:
-    """The checklist as a plain-text table: criterion, value [interval], limit, pass/fail."""
+def criteria_table(rows, rule: str = "point") -> str:
+    """The checklist as a plain-text table: criterion, value [interval], limit, result (pass, FAIL or
+    inconclusive; "(point)" where ``rule`` wanted an interval and the criterion had none), then a note line for
+    each criterion decided on its point estimate for want of an interval."""
     lines = []
     cells = []
+    notes = []
     for c in rows:
         value = fmt(c.value)
         if c.lo is not None and c.hi is not None:
             value += f" [{fmt(c.lo)}, {fmt(c.hi)}]"
         limit = f"<= {fmt(c.limit)}" if isinstance(c.limit, float) else str(c.limit)
-        cells.append((c.criterion, value, limit, "pass" if c.passed else "FAIL"))
+        result = {"pass": "pass", "fail": "FAIL"}.get(c.outcome, c.outcome)
+        if rule != "point" and c.decided_on == "point":
+            result += " (point)"
+            notes.append(f"note: {c.criterion}: {c.note}")
+        cells.append((c.criterion, value, limit, result))
     w = [max(len(r[i]) for r in cells + [("criterion", "value [interval]", "limit", "result")]) for i in range(4)]
     head = ("criterion", "value [interval]", "limit", "result")
     lines.append("  ".join(h.ljust(w[i]) for i, h in enumerate(head)).rstrip())
     for r in cells:
         lines.append("  ".join(v.ljust(w[i]) for i, v in enumerate(r)).rstrip())
-    return "\n".join(lines)
+    return "\n".join(lines + notes)

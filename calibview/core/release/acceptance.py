@@ -1,12 +1,17 @@
 """The acceptance check (``calibview check``): the deployment checklist, re-computed on a split with the shipped
 calibrator and the config's settings.
 
-Criteria (value with interval, limit, pass/fail; the point estimate is compared unless ``use_bound="upper"``):
-ECE; the worst per-class ECE (ECE of each true-class slice, classes below ``min_slice`` excluded); the gap between
-mean confidence and accuracy of the high-confidence bin (confidence >= ``high_conf``, Wilson interval); the
-calibrator was fitted on another split (name and data) than the one checked; thresholds exist only on calibrated
-scores; ``config_sha256`` matches; the fit split's hash matches the file when the file holds it. A tampered config
-or fit-data mismatch is a :class:`CalibviewError` (bad input) before any criterion is computed.
+Criteria (value with interval, limit, outcome): ECE; the worst per-class ECE (ECE of each true-class slice, classes
+below ``min_slice`` excluded); the gap between mean confidence and accuracy of the high-confidence bin (confidence
+>= ``high_conf``, Wilson interval); the calibrator was fitted on another split (name and data) than the one checked;
+thresholds exist only on calibrated scores; ``config_sha256`` matches; the fit split's hash matches the file when
+the file holds it. A tampered config or fit-data mismatch is a :class:`CalibviewError` (bad input) before any
+criterion is computed.
+
+A statistical criterion is decided by its interval (:func:`decide`, ``Limits.decide_on="interval"``): it passes
+when the whole interval is within the limit, fails when the whole interval is beyond it, and is inconclusive
+otherwise: the data are too few to tell. Without an interval (``n_boot`` 0) it is decided on the point estimate,
+and says so. ``decide_on="point"`` compares the point estimate, ``use_bound="upper"`` the upper bound.
 """
 
 from __future__ import annotations
@@ -21,31 +26,51 @@ import numpy as np
 from calibview.core.io import schema
 from calibview.core.release import config as rel
 from calibview.core.release import stats as rs
-from calibview.core.release.limits import Limits
+from calibview.core.release.limits import DECIDE_ON, Limits
 from calibview.core.evaluation.defaults import MIN_SLICE
 from calibview.core.evaluation.engine import Engine
 from calibview.core.evaluation.request import EvalRequest
 from calibview.core.evaluation.results import CalibratorResult, Evaluation
+from calibview.core.errors import ParameterError
 from calibview.core.stats.metrics import SampleStats
+
+
+#: the outcomes of a criterion, from best to worst
+OUTCOMES = ("pass", "inconclusive", "fail")
 
 
 @dataclass(frozen=True)
 class Criterion:
-    """One line of the checklist: its value with interval (``lo``, ``hi``; None for the integrity criteria),
-    the limit and whether it passed."""
+    """One line of the checklist: its value with interval (``lo``, ``hi``; None for the integrity criteria), the
+    limit, its outcome (``"pass"``, ``"fail"`` or ``"inconclusive"``; a bool is read as pass or fail) and what
+    decided it (``decided_on``: ``"interval"``, ``"point"`` or ``"upper"``; None for the integrity criteria)."""
 
     criterion: str
     value: Any                        # a number, or a word for the integrity criteria
     lo: Optional[float]
     hi: Optional[float]
     limit: Any
-    passed: bool
+    outcome: str
     note: str = ""
+    decided_on: Optional[str] = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.outcome, (bool, np.bool_)):
+            object.__setattr__(self, "outcome", "pass" if self.outcome else "fail")
+        if self.outcome not in OUTCOMES:
+            raise ValueError(f"outcome must be one of {OUTCOMES}, not {self.outcome!r}")
+
+    @property
+    def passed(self) -> bool:
+        """True when the criterion passes (an inconclusive one does not)."""
+        return self.outcome == "pass"
 
     def record(self) -> dict:
-        """The JSON record: criterion, value, lo, hi, limit, passed (non-finite numbers as null)."""
+        """The JSON record: criterion, value, lo, hi, limit, passed, outcome, decided_on, note (non-finite numbers
+        as null)."""
         return {"criterion": self.criterion, "value": _num(self.value), "lo": _num(self.lo), "hi": _num(self.hi),
-                "limit": self.limit, "passed": self.passed}
+                "limit": self.limit, "passed": self.passed, "outcome": self.outcome, "decided_on": self.decided_on,
+                "note": self.note}
 
 
 @dataclass(frozen=True)
@@ -127,34 +152,28 @@ def _evaluate(engine, config, info, split, rows, min_slice, n_boot, device, cali
 
 
 def criteria(config: Mapping[str, Any], checked: Checked, limits: Limits = Limits()) -> list[Criterion]:
-    """The checklist rows (see the module docstring)."""
-    upper = limits.use_bound == "upper"
+    """The checklist rows (see the module docstring), each statistical one decided by ``limits.rule``."""
+    rule = limits.rule
+    if rule not in DECIDE_ON + ("upper",):
+        raise ParameterError(f"decide_on must be one of {', '.join(DECIDE_ON)}, not {limits.decide_on!r}.",
+                             "decide_on")
+    why = "n_boot 0" if checked.evaluation.request.n_boot == 0 else "no interval"
     r = checked.result
     out = []
     ece = r.metrics["ece"]
     out.append(_bounded(f"ECE on {checked.split} ({checked.evaluation.n_bins} bins)", ece.value, ece.lo, ece.hi,
-                        limits.max_ece, upper))
-    ok = [s for s in checked.class_slices if not s["below_min"] and np.isfinite(s["ece"])]
-    if ok:
-        key = (lambda s: s["ece_hi"] if np.isfinite(s["ece_hi"]) else s["ece"]) if upper else (lambda s: s["ece"])
-        worst = max(ok, key=key)
-        left_out = len(checked.class_slices) - len(ok)
-        out.append(_bounded(f"worst per-class ECE (class {worst['slice']}, n={worst['n']})", worst["ece"],
-                            worst["ece_lo"], worst["ece_hi"], limits.max_class_ece, upper,
-                            note=f"{left_out} class(es) below {limits.min_slice} samples left out" if left_out
-                            else ""))
-    else:
-        out.append(Criterion("worst per-class ECE", None, None, None, limits.max_class_ece, True,
-                             note=f"no class has {limits.min_slice} samples"))
+                        limits.max_ece, rule, why))
+    out.append(_worst_class(checked.class_slices, limits, rule, why))
     a = rs.audit(checked.stats.conf, checked.stats.correct, [limits.high_conf], float(config["settings"]["level"]))[0]
     label = f"high-confidence gap |conf - acc| at conf >= {limits.high_conf:g} (n={a['n']})"
     if a["n"]:
         ends = (a["mean_conf"] - a["acc_hi"], a["mean_conf"] - a["acc_lo"])
         lo = 0.0 if ends[0] <= 0.0 <= ends[1] else min(abs(ends[0]), abs(ends[1]))
         out.append(_bounded(label, abs(a["gap"]), lo, max(abs(ends[0]), abs(ends[1])), limits.max_high_conf_gap,
-                            upper, note=f"mean confidence {a['mean_conf']:.4f}, accuracy {a['accuracy']:.4f}"))
+                            rule, "no interval",
+                            note=f"mean confidence {a['mean_conf']:.4f}, accuracy {a['accuracy']:.4f}"))
     else:
-        out.append(Criterion(label, None, None, None, limits.max_high_conf_gap, True,
+        out.append(Criterion(label, None, None, None, limits.max_high_conf_gap, "pass",
                              note=f"no sample at or above {limits.high_conf:g}"))
     prov = config["provenance"]
     fit_split = prov.get("fit_split")
@@ -176,15 +195,98 @@ def criteria(config: Mapping[str, Any], checked: Checked, limits: Limits = Limit
     return out
 
 
-def _bounded(name: str, value: float, lo: float, hi: float, limit: float, upper: bool, note: str = ""
+def decide(value: float, lo: Optional[float], hi: Optional[float], limit: float, rule: str = "interval"
+           ) -> tuple[str, str]:
+    """(outcome, decided_on) of "value <= limit" under ``rule``. ``"interval"``: pass when the whole interval
+    [lo, hi] is <= limit, fail when the whole interval is > limit, inconclusive otherwise; the interval is taken
+    together with the estimate (an interval that excludes its estimate does not decide against it). Without a
+    finite interval, and under ``"point"``, the point estimate decides; ``"upper"`` compares ``hi`` (pass or
+    fail). A non-finite value fails. All in the metric's unit (a fraction for the ECE)."""
+    if value is None or not np.isfinite(value):
+        return "fail", "point"
+    has = lo is not None and hi is not None and bool(np.isfinite(lo) and np.isfinite(hi))
+    if rule == "upper" and has:
+        return ("pass" if hi <= limit else "fail"), "upper"
+    if rule != "interval" or not has:
+        return ("pass" if value <= limit else "fail"), "point"
+    low, high = min(lo, value), max(hi, value)
+    if high <= limit:
+        return "pass", "interval"
+    if low > limit:
+        return "fail", "interval"
+    return "inconclusive", "interval"
+
+
+def _fallback(rule: str, decided_on: str, why: str) -> str:
+    """The note of a criterion the rule wanted decided by its interval but that had none."""
+    return f"{why}: decided on the point estimate" if rule != "point" and decided_on == "point" else ""
+
+
+def _bounded(name: str, value: float, lo: float, hi: float, limit: float, rule: str, why: str, note: str = ""
              ) -> Criterion:
-    compared = hi if upper and np.isfinite(hi) else value
-    return Criterion(name, float(value), _num(lo), _num(hi), float(limit),
-                     bool(np.isfinite(compared) and compared <= limit), note)
+    outcome, on = decide(value, lo, hi, limit, rule)
+    note = "; ".join(n for n in (note, _fallback(rule, on, why)) if n)
+    return Criterion(name, float(value), _num(lo), _num(hi), float(limit), outcome, note, on)
 
 
-def verdict(ece: float) -> str:
-    """The ECE and its reading (:func:`calibview.core.release.config.ece_reading`) as one line."""
+def _worst_class(slices: list, limits: Limits, rule: str, why: str) -> Criterion:
+    """The per-class criterion: every class slice with at least ``min_slice`` samples decided on its own; the row
+    shows the class with the worst outcome (fail, then inconclusive), the largest ECE among those (the largest
+    upper bound under ``"upper"``)."""
+    ok = [s for s in slices if not s["below_min"] and np.isfinite(s["ece"])]
+    if not ok:
+        return Criterion("worst per-class ECE", None, None, None, limits.max_class_ece, "pass",
+                         note=f"no class has {limits.min_slice} samples")
+    decided = [(s,) + decide(s["ece"], s["ece_lo"], s["ece_hi"], limits.max_class_ece, rule) for s in ok]
+    severity = {o: i for i, o in enumerate(OUTCOMES)}
+    upper = rule == "upper"
+    worst, outcome, on = max(decided, key=lambda d: (severity[d[1]], d[0]["ece_hi"] if upper and
+                                                     np.isfinite(d[0]["ece_hi"]) else d[0]["ece"]))
+    left_out = len(slices) - len(ok)
+    counts = {o: sum(d[1] == o for d in decided) for o in ("fail", "inconclusive")}
+    notes = [f"{left_out} class(es) below {limits.min_slice} samples left out" if left_out else "",
+             ", ".join(f"{n} of {len(ok)} classes {'fail' if o == 'fail' else o}" for o, n in counts.items() if n)
+             if rule == "interval" else "",
+             _fallback(rule, "point" if any(d[2] == "point" for d in decided) else on, why)]
+    return Criterion(f"worst per-class ECE (class {worst['slice']}, n={worst['n']})", float(worst["ece"]),
+                     _num(worst["ece_lo"]), _num(worst["ece_hi"]), float(limits.max_class_ece), outcome,
+                     "; ".join(n for n in notes if n), on)
+
+
+def verdict(ece: float, lo: Optional[float] = None, hi: Optional[float] = None) -> str:
+    """The ECE (a fraction), its interval when given and its reading
+    (:func:`calibview.core.release.config.ece_reading`) as one line; an interval that reaches into another reading
+    says so."""
     reading = rel.ece_reading(ece)
-    return (f"ECE {100 * ece:.2f}%: {reading} (below 1% near-perfect, 1-5% acceptable, 5-10% watch, above 10% "
-            f"must be recalibrated)")
+    shown = ""
+    if lo is not None and hi is not None and np.isfinite(lo) and np.isfinite(hi) and np.isfinite(ece):
+        shown = f" [{100 * lo:.2f}%, {100 * hi:.2f}%]"
+        ends = rel.ece_reading(min(lo, ece)), rel.ece_reading(max(hi, ece))
+        if ends[0] != ends[1]:
+            reading += f", its interval from {ends[0]} to {ends[1]}"
+    return (f"ECE {100 * ece:.2f}%{shown}: {reading} (below 1% near-perfect, 1-5% acceptable, 5-10% watch, above "
+            f"10% must be recalibrated)")
+
+
+def outcome_of(rows) -> str:
+    """The checklist's outcome: ``"fail"`` when a criterion fails, else ``"inconclusive"`` when one is, else
+    ``"pass"``."""
+    outcomes = {c.outcome for c in rows}
+    return "fail" if "fail" in outcomes else "inconclusive" if "inconclusive" in outcomes else "pass"
+
+
+def summary(rows, n: int) -> str:
+    """The checklist's last line, naming the criteria that fail and those that are inconclusive on ``n``
+    samples."""
+    failed = [c for c in rows if c.outcome == "fail"]
+    unsure = [c for c in rows if c.outcome == "inconclusive"]
+    if not failed and not unsure:
+        return "PASS: every criterion passes."
+    parts = []
+    if failed:
+        parts.append(f"FAIL: {len(failed)} of {len(rows)} criteria fail: " + "; ".join(c.criterion for c in failed))
+    if unsure:
+        parts.append(f"{'INCONCLUSIVE: ' if not failed else ''}{len(unsure)} of {len(rows)} criteria inconclusive "
+                     f"(N={n} too small to decide, the interval straddles the limit): "
+                     + "; ".join(f"{c.criterion} [{c.lo:.4f}, {c.hi:.4f}] vs {c.limit:.4f}" for c in unsure))
+    return ". ".join(parts) + "."

@@ -43,6 +43,7 @@ class Release:
     slice_column: Optional[str]
     checklist: list                        # acceptance Criterion rows with the default (or given) limits
     verdict: str
+    decide_on: str = "interval"            # the rule the checklist was decided by (Limits.rule)
 
 
 def build_release(engine: Engine, file: str, run: str, calibrator: str, fit_split: str, eval_split: str, *,
@@ -97,6 +98,7 @@ def build_release(engine: Engine, file: str, run: str, calibrator: str, fit_spli
     checked = Checked(evaluation=ev, name=calibrator, stats=stats, class_slices=slices, split=eval_split,
                       split_sha256=eval_sha, fit_hash=True if fit_sha else None)
     checklist = criteria(config, checked, limits)
+    ece = ev.result(calibrator).metrics["ece"]
     per_class = per_class_rows(ev, calibrator, slices, thresholds, stats)
     by_rows = column_slices(engine, req, by, min_slice, slice_bins, calibrator) if by else []
     return Release(config=config, evaluation=ev, name=calibrator, rows=rows, per_class=per_class,
@@ -104,7 +106,7 @@ def build_release(engine: Engine, file: str, run: str, calibrator: str, fit_spli
                           for nm, sc in scored.items()},
                    risk_coverage={nm: rs.risk_coverage(sc.stats.conf, sc.stats.correct) for nm, sc in scored.items()},
                    slices=by_rows, slice_column=by, checklist=checklist,
-                   verdict=verdict(ev.result(calibrator).metrics["ece"].value))
+                   verdict=verdict(ece.value, ece.lo, ece.hi), decide_on=limits.rule)
 
 
 def per_class_rows(ev: Evaluation, name: str, slices: list, thresholds: dict, stats) -> list[dict]:

@@ -11,6 +11,9 @@ from dataclasses import dataclass
 
 from calibview.core.evaluation.defaults import MIN_SLICE
 
+#: what ``--decide-on`` accepts: the whole interval against the limit (three outcomes) or the point estimate
+DECIDE_ON = ("interval", "point")
+
 #: the increase of the ECE (a fraction, 0.02 = 2 points) over the archived value past which a release has drifted
 MAX_ECE_INCREASE = 0.02
 
@@ -18,8 +21,12 @@ MAX_ECE_INCREASE = 0.02
 @dataclass(frozen=True)
 class Limits:
     """The limits of the checklist: overall ECE, worst per-class ECE, the high-confidence gap at confidence
-    ``high_conf``, whether the point estimate or the interval's upper bound is compared, and the smallest class
-    slice counted."""
+    ``high_conf``, what a statistical criterion is decided on, and the smallest class slice counted.
+
+    ``decide_on="interval"`` (the default): a criterion passes when its whole interval is within the limit, fails
+    when the whole interval is beyond it, and is inconclusive otherwise; ``"point"`` compares the point estimate
+    (pass or fail). ``use_bound="upper"`` compares the interval's upper bound alone (pass or fail), whatever
+    ``decide_on`` says; :attr:`rule` is the rule that applies."""
 
     max_ece: float = 0.03
     max_class_ece: float = 0.10
@@ -27,3 +34,9 @@ class Limits:
     high_conf: float = 0.95
     use_bound: str = "point"          # or "upper": compare the interval's upper bound with the limit
     min_slice: int = MIN_SLICE
+    decide_on: str = "interval"       # or "point": compare the point estimate, as before intervals decided
+
+    @property
+    def rule(self) -> str:
+        """The rule a statistical criterion is decided by: ``"interval"``, ``"point"`` or ``"upper"``."""
+        return "upper" if self.use_bound == "upper" else self.decide_on

@@ -109,6 +109,13 @@ def reliability_svg(results) -> dict:
             "x1": _x(1), "y0": _y(0, 1.0), "y1": _y(1.0, 1.0)}
 
 
+def _overall(rows) -> str:
+    """The banner's state: ``"fail"`` when a criterion fails, else ``"inconclusive"`` when one is (its interval
+    straddles the limit), else ``"pass"``."""
+    outcomes = {c.outcome for c in rows}
+    return "fail" if "fail" in outcomes else "inconclusive" if "inconclusive" in outcomes else "pass"
+
+
 def render(release, diagram_png: Optional[bytes] = None) -> str:
     """The HTML text of the release report."""
     ev, cfg = release.evaluation, release.config
@@ -126,6 +133,8 @@ def render(release, diagram_png: Optional[bytes] = None) -> str:
         "cfg": cfg, "run": f"{cfg['model']}/{cfg['dataset']}", "ev": ev, "results": results, "metrics": metrics,
         "shipped": release.name, "verdict": release.verdict, "checklist": release.checklist,
         "passed": all(c.passed for c in release.checklist), "per_class": per_class,
+        "overall": _overall(release.checklist), "rule": getattr(release, "decide_on", "point"),
+        "unsure": [c for c in release.checklist if c.outcome == "inconclusive"],
         "audit": release.audit, "slices": release.slices if release.slice_column != "class" else [],
         "slice_column": release.slice_column,
         "rc": risk_coverage_svg(release.risk_coverage),
