@@ -119,7 +119,7 @@ def test_intervals_equal_brute_force_on_restricted_resamples(tmp_path, monkeypat
         monkeypatch.setattr(resampling, "MIN_UNITS", 64)
     data = _data(seed=5, n=(300, 360))
     path = _write(tmp_path / "b.h5", data)
-    req = _req(path, calibrators=("ts",), n_boot=25, bins=8)
+    req = _req(path, calibrators=("ts",), n_boot=25, bins=8, interval="percentile")
     engine = Engine()
     result = evaluate_slices(engine, req, by, min_slice=20)
     counts, units = engine.resamples(req)
