@@ -329,6 +329,7 @@ def evaluate_all(args, engine=None) -> list:
     # torch loads only now: a command refused above (a missing file, a bad flag value) answers in a blink
     from calibview.core.evaluation.engine import Engine
 
+    announce_cost(requests)
     bar = ProgressBar(enabled=False if args.quiet else None)
     cancel = threading.Event()
     engine = engine if engine is not None else Engine()
@@ -340,6 +341,26 @@ def evaluate_all(args, engine=None) -> list:
     finally:
         bar.done()
     return results
+
+
+def announce_cost(requests) -> None:
+    """Refuse a bootstrap above the memory budget (CalibviewError), then say on stderr (a warning: --quiet
+    silences it) what a long one will cost, before any work starts."""
+    from calibview.core.evaluation import cost
+    from calibview.core.io import discovery, shards
+    estimates = []
+    for req in requests:
+        if not req.n_boot:
+            continue
+        info = (shards if shards.is_pattern(req.file) else discovery).find_run(req.file, req.run)
+        est = cost.bootstrap_cost(info.split(req.eval_split).n, info.k, req.n_boot, len(req.calibrators))
+        cost.check_bootstrap(est, cost.budget(req.max_memory), req.n_boot)
+        estimates.append((req, est))
+    for req, est in estimates:
+        if est.seconds > cost.ANNOUNCE_S:
+            logging.getLogger("calibview").warning(
+                f"warning: run {req.run}: {req.n_boot} resamples will take {est.describe()} (estimated); "
+                "lower --n-boot for a quicker answer, or Ctrl-C to stop.")
 
 
 def first_settings(evaluations) -> list:

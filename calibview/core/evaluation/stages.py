@@ -47,6 +47,7 @@ from calibview.core.stats.points import resample_part
 from calibview.core.errors import check_cancel, report
 from calibview.core.evaluation.job import Job
 from calibview.core.evaluation.request import Setting
+from calibview.core.evaluation import cost
 from calibview.core.evaluation.estimates import estimates
 from calibview.core.evaluation.results import CalibratorResult, Counters, Evaluation, Scored
 
@@ -60,7 +61,11 @@ TWO_PASS_FLOPS = 2_000_000_000
 
 
 def run(job: Job) -> list[Evaluation]:
-    """Every stage in turn (resampling only with ``n_boot``): one complete Evaluation per setting of ``job``."""
+    """Every stage in turn (resampling only with ``n_boot``): one complete Evaluation per setting of ``job``; a
+    bootstrap whose distributions would not fit the memory budget is refused before any work."""
+    if job.req.n_boot:
+        cost.check_bootstrap(cost.bootstrap_cost(job.n, job.k, job.req.n_boot, len(job.names)),
+                             cost.budget(job.req.max_memory), job.req.n_boot)
     fit_stage(job)
     score_stage(job)
     if job.req.n_boot:
