@@ -1,5 +1,5 @@
 """``calibview check CONFIG FILE``: the release's acceptance checklist re-computed on a split, for CI pipelines.
-Exit 0 when every criterion passes, 1 when any fails, 2 on bad input (tampered config, fit-data mismatch, another
+Exit 0 when every criterion passes, 1 when any fails (a calibrator released with fit warnings fails), 2 on bad input (tampered config, fit-data mismatch, another
 run or class count, unknown split)."""
 
 from __future__ import annotations
@@ -56,6 +56,8 @@ def run(args) -> int:
         print(f"{rel.run_name(config)} on {split} (N={checked.evaluation.n_eval}) with {config['calibrator']['method']} "
               f"of config {config['config_sha256'][:12]}")
         print(criteria_table(rows))
+        for w in config["calibrator"].get("warnings") or []:
+            print(f"⚠ the shipped calibrator's fit: {w}")
         print(verdict(checked.result.metrics["ece"].value))
         print("PASS: every criterion passes." if passed else
               f"FAIL: {sum(not c.passed for c in rows)} of {len(rows)} criteria fail.")
