@@ -166,11 +166,13 @@ class _BinaryLogistic(Method):
         return out, tuple(warnings + w + checks.slope_warning(self.label, *self.slope(out)))
 
     def apply(self, params, scores):
-        """(N, 2) float64 log-probabilities: log sigmoid(-eta), log sigmoid(eta), eta = c + coefficients . features."""
+        """(N, 2) float64 log-probabilities: log sigmoid(-eta), log sigmoid(eta), eta = c + coefficients . features;
+        the arg-max is class 1 exactly where eta > 0."""
         floor = params.get("log_floor")
         x = self.features(scores, None if floor is None else float(floor))
         eta = float(params["c"]) + sum(float(params[name]) * x[:, j] for j, name in enumerate(self.coef_names))
-        return _binary_log_probs(eta)
+        # class 1 exactly where eta > 0, also where log sigmoid(+-eta) round to the same value (|eta| < 1e-16)
+        return checks.keep_argmax(_binary_log_probs(eta), torch.stack([torch.zeros_like(eta), eta], dim=1))
 
 
 class Platt(_BinaryLogistic):
