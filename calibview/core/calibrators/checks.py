@@ -18,11 +18,10 @@ so instead of silently changing the predictions.
 from __future__ import annotations
 
 import math
-from typing import Optional
-
 import torch
 
 from calibview.core.io import stream
+from calibview.core.stats.metrics import chunk_rows
 
 EPS = 1e-12
 LOG_EPS = math.log(EPS)             # -27.631...
@@ -37,14 +36,8 @@ def zero_rows(scores) -> int:
         if scores.kind != "probs":
             return 0
         return sum(int(torch.isneginf(z).any(dim=1).sum()) for _, z, _ in scores.chunks())
-    if not bool(torch.isneginf(scores).any()):
-        return 0
-    return int(torch.isneginf(scores).any(dim=1).sum())
-
-
-def zero_floor(scores) -> Optional[float]:
-    """LOG_EPS where ``scores`` hold an exact zero (the fit then runs on log(max(p, EPS))), else None."""
-    return LOG_EPS if zero_rows(scores) else None
+    rows = chunk_rows(int(scores.shape[1]))         # no (N, K) temporary: large-K splits fill the memory
+    return sum(int(torch.isneginf(scores[s:s + rows]).any(dim=1).sum()) for s in range(0, scores.shape[0], rows))
 
 
 def zero_warning(n_rows: int, n: int, label: str, floor: str = "log(max(p, 1e-12))") -> list[str]:
