@@ -1,6 +1,7 @@
 """``calibview check CONFIG FILE``: the release's acceptance checklist re-computed on a split, for CI pipelines.
-Exit 0 when every criterion passes, 1 when any fails or is inconclusive (its interval straddles the limit), 2 on bad
-input (tampered config, fit-data mismatch, another run or class count, unknown split)."""
+Exit 0 when every criterion passes, 1 when any fails or is inconclusive (its interval straddles the limit; a
+calibrator released with fit warnings fails), 2 on bad input (tampered config, fit-data mismatch, another run or
+class count, unknown split)."""
 
 from __future__ import annotations
 
@@ -62,6 +63,8 @@ def run(args) -> int:
         print(f"{rel.run_name(config)} on {split} (N={checked.evaluation.n_eval}) with {config['calibrator']['method']} "
               f"of config {config['config_sha256'][:12]}")
         print(criteria_table(rows, limits.rule))
+        for w in config["calibrator"].get("warnings") or []:
+            print(f"⚠ the shipped calibrator's fit: {w}")
         ece = checked.result.metrics["ece"]
         print(verdict(ece.value, ece.lo, ece.hi))
         print(summary(rows, checked.evaluation.n_eval))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 
-from calibview.cli.options import add_common_options, request_defaults
+from calibview.cli.options import add_common_options, log_calibrator_warnings, request_defaults
 
 HELP = "fit, evaluate and write the release material: inference_config.json, report.html, CSVs, diagram.png"
 
@@ -44,6 +44,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--decide-on", choices=DECIDE_ON, default=Limits().decide_on,
                    help="the report's checklist: interval (default; pass, fail or inconclusive) or point")
     p.add_argument("--no-diagram", action="store_true", help="skip diagram.png (the report draws an SVG instead)")
+    p.add_argument("--allow-warnings", action="store_true",
+                   help="release a calibrator whose fit has warnings (refused otherwise); the config records them")
     add_common_options(p)
 
 
@@ -68,8 +70,10 @@ def run(args) -> int:
                       bandwidth=args.bandwidth, kernel=args.kernel, n_boot=args.n_boot, seed=args.seed,
                       level=args.level, device=args.device, by=args.by, slice_bins=args.slice_bins,
                       min_slice=args.min_slice, audit_thresholds=audit,
-                      limits=Limits(min_slice=args.min_slice, decide_on=args.decide_on))
+                      limits=Limits(min_slice=args.min_slice, decide_on=args.decide_on),
+                      allow_warnings=args.allow_warnings)
     ev = r.evaluation
+    log_calibrator_warnings(ev)
     png = None if args.no_diagram else render_png(
         ev, f"{ev.run.name} · {ev.request.eval_split} (N = {ev.n_eval:,}, K = {ev.k})")
     files = {"inference_config.json": rel.config_text(r.config), "metrics.csv": metrics_csv(r.rows),

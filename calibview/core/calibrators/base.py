@@ -68,8 +68,8 @@ class Method:
 
 def fit_checks(scores: torch.Tensor, labels: torch.Tensor, label: str) -> list[str]:
     """Errors and warnings the one-vs-rest, logistic and MRR fits share: an empty split or a label count that
-    is not one per row (errors), a single row or identical rows (warnings). ``scores`` (N, K), ``labels`` (N,);
-    ``label`` is the method's display name."""
+    is not one per row (errors), a single row, identical rows or a single class (warnings). ``scores`` (N, K),
+    ``labels`` (N,); ``label`` is the method's display name."""
     n = int(scores.shape[0])
     if n == 0:
         raise CalibviewError(f"The fit split has no rows; {label} needs labelled rows to fit on.")
@@ -82,6 +82,9 @@ def fit_checks(scores: torch.Tensor, labels: torch.Tensor, label: str) -> list[s
     if all(bool((scores[s:s + rows] == scores[:1]).all()) for s in range(0, n, rows)):
         return [f"Every row of the fit split has the same scores, so {label} can only learn the class "
                 "frequencies."]
+    if scores.shape[1] > 1 and bool((labels == labels[0]).all()):
+        return [f"Every one of the {n:,} fit samples has class {int(labels[0])}, so {label} cannot learn how "
+                "often the model is wrong about the other classes."]
     return []
 
 

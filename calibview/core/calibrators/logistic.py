@@ -1,7 +1,9 @@
 """Platt scaling (``platt``) and beta calibration (``beta``): logistic maps for binary runs (K = 2 only).
 
 Both are logistic regressions fitted by Newton's method to convergence: Platt on the log-odds s = z_1 - z_0
-(an infinite s from a stored exact 0 probability counts as +-1e4), beta on (ln p, -ln(1 - p)) with p clipped to
+(where the fit split holds an exact-zero probability, s is taken from log(max(p, 1e-12)), stored as
+``log_floor``, as :mod:`~calibview.core.calibrators.checks` says; an infinite s of a calibrator without it
+counts as +-1e4), beta on (ln p, -ln(1 - p)) with p clipped to
 [eps, 1 - eps] like betacal. Platt's smoothed targets ((N+ + 1)/(N+ + 2), 1/(N- + 2)) are off by default
 (``smooth_targets=True``, a keyword of ``fit`` or of the constructor, turns them on); they are used anyway, with a
 warning, when the fit split is separable and the maximum-likelihood fit does not exist. beta keeps a, b >= 0: a
@@ -19,6 +21,7 @@ import torch
 import torch.nn.functional as F
 from scipy.special import expit
 
+from calibview.core.calibrators import checks
 from calibview.core.calibrators.base import Method, fit_checks
 from calibview.core.calibrators.temperature import log_probabilities
 from calibview.core.errors import CalibviewError, check_cancel, report
@@ -108,8 +111,10 @@ def _fit_binary(x: np.ndarray, y: np.ndarray, order: np.ndarray, *, smooth: bool
     return coef, float(w[-1]), smooth, warnings
 
 
-def _log_odds(scores: torch.Tensor) -> torch.Tensor:
+def _log_odds(scores: torch.Tensor, floor: Optional[float] = None) -> torch.Tensor:
     z = scores.to(torch.float64)
+    if floor is not None:
+        z = z.clamp_min(floor)
     return torch.nan_to_num(z[:, 1] - z[:, 0], posinf=_S_CAP, neginf=-_S_CAP)
 
 
@@ -124,12 +129,19 @@ class _BinaryLogistic(Method):
     binary_only, keeps_argmax = True, False
     coef_names: tuple[str, ...] = ()
     nonneg = False
+    floors = True           # fits on log(max(p, 1e-12)) where the fit split holds exact zeros
+    zero_rule = "log(max(p, 1e-12))"
 
     def __init__(self, smooth_targets: bool = False):
         self.smooth_targets = smooth_targets
 
-    def features(self, scores: torch.Tensor) -> torch.Tensor:
-        """(N, C) float64 features of ``scores`` (N, 2), one column per name in ``coef_names``."""
+    def features(self, scores: torch.Tensor, floor: Optional[float] = None) -> torch.Tensor:
+        """(N, C) float64 features of ``scores`` (N, 2), one column per name in ``coef_names``; ``floor``: the
+        log-probability floor of the exact-zero rule (None: none)."""
+        raise NotImplementedError
+
+    def slope(self, params) -> tuple[str, float]:
+        """(the name, the value) of the fit's slope, checked against the sane range."""
         raise NotImplementedError
 
     def fit(self, scores, labels, *, progress=None, cancel=None, smooth_targets: Optional[bool] = None):
@@ -137,20 +149,30 @@ class _BinaryLogistic(Method):
         warnings) for ``scores`` (N, 2) and ``labels`` (N,) in {0, 1}."""
         smooth = self.smooth_targets if smooth_targets is None else bool(smooth_targets)
         warnings = fit_checks(scores, labels, self.label)
+        n_zero = checks.zero_rows(scores)
+        floor = checks.LOG_EPS if n_zero and self.floors else None
         y = labels.cpu().numpy().astype(np.int64)
-        x = self.features(scores).cpu().numpy()
+        x = self.features(scores, floor).cpu().numpy()
         coef, c, smoothed, w = _fit_binary(x, y, x[:, 0], smooth=smooth, nonneg=self.nonneg, label=self.label,
                                           cancel=cancel)
         params = {name: float(v) for name, v in zip(self.coef_names, coef)}
         report(progress, 1.0, f"{self.label}: " + ", ".join(f"{k} = {v:.6g}" for k, v in params.items())
                + f", c = {c:.6g}")
-        return {**params, "c": c, "smooth_targets": smoothed}, tuple(warnings + w)
+        n = int(y.shape[0])
+        if n > 1:           # fit_checks warned about a single row
+            warnings += checks.split_warnings(labels, 2, self.label, len(self.coef_names) + 1)
+        warnings += checks.zero_warning(n_zero, n, self.label, self.zero_rule)
+        out = {**params, "c": c, "smooth_targets": smoothed, **({} if floor is None else {"log_floor": floor})}
+        return out, tuple(warnings + w + checks.slope_warning(self.label, *self.slope(out)))
 
     def apply(self, params, scores):
-        """(N, 2) float64 log-probabilities: log sigmoid(-eta), log sigmoid(eta), eta = c + coefficients . features."""
-        x = self.features(scores)
+        """(N, 2) float64 log-probabilities: log sigmoid(-eta), log sigmoid(eta), eta = c + coefficients . features;
+        the arg-max is class 1 exactly where eta > 0."""
+        floor = params.get("log_floor")
+        x = self.features(scores, None if floor is None else float(floor))
         eta = float(params["c"]) + sum(float(params[name]) * x[:, j] for j, name in enumerate(self.coef_names))
-        return _binary_log_probs(eta)
+        # class 1 exactly where eta > 0, also where log sigmoid(+-eta) round to the same value (|eta| < 1e-16)
+        return checks.keep_argmax(_binary_log_probs(eta), torch.stack([torch.zeros_like(eta), eta], dim=1))
 
 
 class Platt(_BinaryLogistic):
@@ -159,9 +181,13 @@ class Platt(_BinaryLogistic):
     name, label = "platt", "Platt scaling"
     coef_names = ("a",)
 
-    def features(self, scores):
-        """(N, 1): the log-odds z_1 - z_0, infinite ones capped at +-1e4."""
-        return _log_odds(scores)[:, None]
+    def features(self, scores, floor=None):
+        """(N, 1): the log-odds z_1 - z_0 of the scores floored at ``floor``, infinite ones capped at +-1e4."""
+        return _log_odds(scores, floor)[:, None]
+
+    def slope(self, params):
+        """Platt's slope a on the log-odds (1/T of temperature scaling on a binary run)."""
+        return "slope a", float(params["a"])
 
 
 def _beta_features(scores: torch.Tensor) -> torch.Tensor:
@@ -176,8 +202,14 @@ class Beta(_BinaryLogistic):
     name, label = "beta", "Beta calibration"
     coef_names = ("a", "b")
     nonneg = True
+    floors = False          # betacal's own clip of p to [eps, 1 - eps] already keeps the features finite
+    zero_rule = "p clipped to [2.2e-16, 1 - 2.2e-16] (betacal's clip)"
 
-    def features(self, scores):
-        """(N, 2): ln p and -ln(1 - p) of class 1, p clipped to [eps, 1 - eps]."""
+    def features(self, scores, floor=None):
+        """(N, 2): ln p and -ln(1 - p) of class 1, p clipped to [eps, 1 - eps] (``floor`` is not used)."""
         return _beta_features(scores)
+
+    def slope(self, params):
+        """Beta's mean slope (a + b) / 2: both are the slope of the log-odds for p = 1/2."""
+        return "mean slope (a + b) / 2", (float(params["a"]) + float(params["b"])) / 2
 

@@ -47,9 +47,11 @@ and evaluated in chunks of rows (:mod:`calibview.core.calibrators.scaling_fit`).
 ``w = 1 / T`` / ``W = I / T``, ``b = 0``, with T fitted on the same split (the identity when T is out of
 (1e-3, 1e3)).
 
-Exact zeros of a probabilities file reach these methods as -inf log-probabilities; features are floored at
-``log_floor = log(float64 tiny) ~ -708.4`` (dirichletcal clips probabilities at the dtype's tiny the same way),
-so ``0 * -inf`` never makes a NaN.
+Exact zeros of a probabilities file reach these methods as -inf log-probabilities. Where the fit split holds
+one, the features are log(max(p, 1e-12)) (``log_floor = log(1e-12)``, the rule of
+:mod:`~calibview.core.calibrators.checks`, with a warning that counts the rows); otherwise -inf (and, for
+Dirichlet, anything below) is floored at ``log_floor = log(float64 tiny) ~ -708.4`` (dirichletcal clips
+probabilities at the dtype's tiny the same way), so ``0 * -inf`` never makes a NaN.
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
+from calibview.core.calibrators import checks
 from calibview.core.calibrators.base import Method
 from calibview.core.calibrators.scaling_fit import Objective, canonical, minimise
 from calibview.core.calibrators.temperature import fit_temperature
@@ -77,10 +80,13 @@ _SEPARABLE_NLL = 1e-6
 
 def _features(scores: torch.Tensor, log_probs: bool, floor: float) -> torch.Tensor:
     """float64 features: the scores, or their log-softmax (Dirichlet), with -inf (and anything below the floor
-    for log-probabilities) replaced by ``floor``."""
+    for log-probabilities) replaced by ``floor``; a floor above LOG_FLOOR is the exact-zero rule
+    log(max(p, eps)), applied to every score."""
     x = scores.to(torch.float64)
     if log_probs:
         return torch.log_softmax(x, dim=1).clamp_min_(floor)
+    if floor > LOG_FLOOR:
+        return x.clamp_min(floor)
     return torch.nan_to_num(x, neginf=floor) if bool(torch.isneginf(x).any()) else x
 
 
@@ -172,14 +178,17 @@ class _AffineSoftmax(Method):
             warnings.append(f"{self.label} was fitted on a single sample; its parameters are meaningless.")
         streamed = stream.is_streamed(scores)
         absent_rule = getattr(self, "absent", "free")
+        n_zero = checks.zero_rows(scores)
+        floor = checks.LOG_EPS if n_zero else LOG_FLOOR
+        warnings += checks.zero_warning(n_zero, n, self.label)
         with torch.no_grad():
             # VS reads the scores chunk by chunk in their own dtype (features made per chunk, no (N, K) float64
             # copy: 1.7 GB at 10,000 x 21,843); matrix methods (K <= 5,000) keep the features in memory
-            x = scores if streamed or not self.matrix else _features(scores, self.log_probs, LOG_FLOOR)
+            x = scores if streamed or not self.matrix else _features(scores, self.log_probs, floor)
             y = labels.to(device=x.device, dtype=torch.int64)
             counts = torch.bincount(y, minlength=k)
             absent = int((counts == 0).sum())
-            temperature = fit_temperature(scores, y, cancel=cancel)[0]
+            temperature = fit_temperature(scores, y, cancel=cancel, floor=checks.LOG_EPS if n_zero else None)[0]
             if not 1e-3 < temperature < 1e3:        # a separable fit split: start from the identity instead
                 temperature = 1.0
             pinned, pinned_w = None, 1.0
@@ -218,7 +227,7 @@ class _AffineSoftmax(Method):
                            f"{self.label}: pass {passes[0] + (fr < 1.0)} over the fit split, {fr:.0%} read")
                 stream_args = {"tick": tick}
             if not self.matrix:
-                stream_args.update(feature=lambda z: _features(z, self.log_probs, LOG_FLOOR), pinned=pinned,
+                stream_args.update(feature=lambda z: _features(z, self.log_probs, floor), pinned=pinned,
                                    pinned_w=pinned_w)
             objective = Objective(x, y, self.matrix, self.penalty, lam, mu, cancel, **stream_args)
             del x
@@ -241,6 +250,7 @@ class _AffineSoftmax(Method):
                             "and was stopped at finite parameters.")
         if not info["converged"]:
             warnings.append(f"{self.label} did not converge in {info['iterations']} L-BFGS iterations.")
+        warnings += self._slope_warnings(a_par, pinned)
         params: dict[str, Any] = {("W" if self.matrix else "w"): a_par.cpu().numpy().tolist(),
                                   "b": b.cpu().numpy().tolist()}
         if self.matrix:
@@ -250,10 +260,22 @@ class _AffineSoftmax(Method):
         else:
             params.update(absent=absent_rule, min_count=self.min_count, prior=self.prior,
                           pinned_classes=0 if pinned is None else int(pinned.sum()))
-        params.update(log_floor=LOG_FLOOR, fit_nll=info["nll"], fit_objective=info["objective"],
+        params.update(log_floor=floor, fit_nll=info["nll"], fit_objective=info["objective"],
                       iterations=info["iterations"], converged=info["converged"])
         report(progress, 1.0, f"{self.label}: fit-split NLL {info['nll']:.6g}")
         return params, tuple(warnings)
+
+    def _slope_warnings(self, a_par: torch.Tensor, pinned) -> list[str]:
+        """The slope check of :mod:`~calibview.core.calibrators.checks`: every fitted weight (VS; pinned classes
+        keep theirs), or the mean diagonal of the canonical W (MS, Dirichlet: the 1/T it stands for)."""
+        if self.matrix:
+            return checks.slope_warning(self.label, "mean diagonal slope", float(a_par.diagonal().mean()))
+        w = a_par if pinned is None else a_par[~pinned]
+        if w.numel() == 0:
+            return []
+        lo, hi = float(w.min()), float(w.max())
+        return checks.slope_warning(self.label, "smallest weight", lo) or \
+            checks.slope_warning(self.label, "largest weight", hi)
 
     def prepare(self, params: Mapping[str, Any], device: torch.device) -> Any:
         """(W or w, b, log floor) as float64 tensors on ``device``; malformed parameters are a user error."""

@@ -11,6 +11,7 @@ import math
 
 import torch
 
+from calibview.core.calibrators import checks
 from calibview.core.calibrators.base import Method
 from calibview.core.errors import check_cancel, report
 from calibview.core.io import stream
@@ -40,8 +41,8 @@ class Identity(Method):
 
 
 def _temperature_moments(scores: torch.Tensor, labels: torch.Tensor, beta: float,
-                         rows: int | None = None, cancel=None, has_neg_inf: bool = False, tick=None
-                         ) -> tuple[float, float, float]:
+                         rows: int | None = None, cancel=None, has_neg_inf: bool = False, tick=None,
+                         floor: float | None = None) -> tuple[float, float, float]:
     """NLL(beta) and its first two derivatives in beta = 1/T, means over rows.
 
     NLL(beta) = mean[logsumexp(beta z) - beta z_y]; d/dbeta = mean[E_p z - z_y]; d2/dbeta2 = mean[Var_p z] >= 0,
@@ -51,7 +52,8 @@ def _temperature_moments(scores: torch.Tensor, labels: torch.Tensor, beta: float
     faster than float64 here), with per-row results accumulated in float64, which keeps T accurate to ~1e-7.
     ``scores`` may be a :class:`~calibview.core.io.stream.StreamedSplit` (each pass reads it from disk);
     ``tick(fraction)`` is called after each chunk. Chunks have :func:`calibview.core.stats.metrics.chunk_rows` rows
-    unless ``rows`` says otherwise (a fixed 4,096 rows made 700 MB temporaries at K = 21,843).
+    unless ``rows`` says otherwise (a fixed 4,096 rows made 700 MB temporaries at K = 21,843). ``floor``: the
+    scores are log-probabilities floored there first (:mod:`~calibview.core.calibrators.checks`' exact-zero rule).
     """
     f = g = h = 0.0
     n, k = scores.shape
@@ -62,6 +64,8 @@ def _temperature_moments(scores: torch.Tensor, labels: torch.Tensor, beta: float
         y = labels[start:start + rows]
         if z.dtype in (torch.float16, torch.bfloat16):
             z = z.float()       # half precision sums would round s0, s1, s2 to 3 digits (and run slower on CPU)
+        if floor is not None:
+            z = z.clamp_min(floor)
         zs = z - z.amax(dim=1, keepdim=True)
         # exact zeros in a probabilities file are -inf here: weight 0, and 0 * -inf must not become NaN
         if has_neg_inf:
@@ -82,11 +86,12 @@ def _temperature_moments(scores: torch.Tensor, labels: torch.Tensor, beta: float
 
 
 def fit_temperature(scores: torch.Tensor, labels: torch.Tensor, *, tol: float = 1e-7, max_iter: int = 100,
-                    cancel=None, progress=None) -> tuple[float, int, tuple[str, ...]]:
+                    cancel=None, progress=None, floor: float | None = None) -> tuple[float, int, tuple[str, ...]]:
     """Temperature T minimising the NLL of softmax(z / T): safeguarded Newton in beta = 1/T, converged.
 
     Iterates on a subsample first (cheap), then polishes on the full split; each full pass costs one exp over
-    the (N, K) matrix. Returns (T, full passes used, warnings).
+    the (N, K) matrix. ``floor``: fit on the scores floored there (log(max(p, eps)) for log-probabilities).
+    Returns (T, full passes used, warnings).
     """
     n = scores.shape[0]
     warnings: list[str] = []
@@ -105,7 +110,8 @@ def fit_temperature(scores: torch.Tensor, labels: torch.Tensor, *, tol: float = 
             if stream.is_streamed(z) and progress is not None:        # a pass reads the split: show it going
                 tick = (lambda fr, it=it: report(progress, min(0.95, 0.2 + 0.15 * (it + fr)),
                                                  f"temperature scaling: pass {it + 1}, {fr:.0%} read"))
-            f, g, h = _temperature_moments(z, y, beta, cancel=cancel, has_neg_inf=has_neg_inf, tick=tick)
+            f, g, h = _temperature_moments(z, y, beta, cancel=cancel, has_neg_inf=has_neg_inf, tick=tick,
+                                           floor=floor)
             if si == len(stages) - 1:
                 passes += 1
                 report(progress, min(0.95, 0.2 + 0.15 * (it + 1)), f"temperature scaling: T = {1 / beta:.6g}")
@@ -142,14 +148,39 @@ class Temperature(Method):
     name, label, keeps_argmax, streams = "ts", "Temperature scaling", True, True
 
     def fit(self, scores, labels, *, progress=None, cancel=None):
-        """({"temperature": T, "objective": "nll", "passes": full passes}, warnings) for ``scores`` (N, K)."""
-        t, passes, warnings = fit_temperature(scores, labels, cancel=cancel, progress=progress)
-        return {"temperature": t, "objective": "nll", "passes": passes}, warnings
+        """({"temperature": T, "objective": "nll", "passes": full passes, and "log_floor" where the fit split
+        holds exact-zero probabilities}, warnings) for ``scores`` (N, K); see
+        :mod:`~calibview.core.calibrators.checks` for the checks and the exact-zero rule."""
+        n_zero = checks.zero_rows(scores)
+        floor = checks.LOG_EPS if n_zero else None
+        t, passes, warnings = fit_temperature(scores, labels, cancel=cancel, progress=progress, floor=floor)
+        params = {"temperature": t, "objective": "nll", "passes": passes}
+        return _with_floor(params, floor), self._checked(scores, labels, t, n_zero, warnings)
 
-    def apply(self, params, scores):
-        """(N, K) float64 log_softmax(scores / T)."""
+    def _checked(self, scores, labels, t: float, n_zero: int, warnings=()) -> tuple[str, ...]:
+        """The fit's warnings: the split's, the exact zeros', the fit's own (``warnings``) and T's range."""
+        n, k = int(scores.shape[0]), int(scores.shape[1])
+        return tuple(checks.split_warnings(labels, k, self.label, 1) + checks.zero_warning(n_zero, n, self.label)
+                     + list(warnings) + checks.temperature_warning(self.label, t))
+
+    def prepare(self, params, device):
+        """(T, the log-probability floor or None)."""
+        floor = params.get("log_floor")
+        return float(params["temperature"]), None if floor is None else float(floor)
+
+    def apply(self, prepared, scores):
+        """(N, K) float64 log_softmax(scores / T), every row's arg-max kept (:func:`checks.keep_argmax`)."""
+        t, floor = prepared
         # divided in place in a copy: one (N, K) temporary fewer, the same values as scores / T
-        return torch.log_softmax(scores.to(torch.float64, copy=True).div_(float(params["temperature"])), dim=1)
+        z = scores.to(torch.float64, copy=True)
+        if floor is not None:
+            z.clamp_min_(floor)
+        return checks.keep_argmax(torch.log_softmax(z.div_(t), dim=1), scores)
+
+
+def _with_floor(params: dict, floor: float | None) -> dict:
+    """``params`` with the log-probability floor the fit used, when it used one (none: unchanged params)."""
+    return params if floor is None else {**params, "log_floor": floor}
 
 
 class TemperatureGrid(Temperature):
@@ -160,8 +191,13 @@ class TemperatureGrid(Temperature):
 
     def fit(self, scores, labels, *, progress=None, cancel=None, n_bins: int = 15):
         """({"temperature": T, "objective": "ece-grid", "fit_ece": the fit split's top-label ECE over ``n_bins``
-        equal-width bins, a fraction}, no warnings) for ``scores`` (N, K); ties go to the smallest T."""
+        equal-width bins, a fraction, and "log_floor" as for ``ts``}, warnings) for ``scores`` (N, K); ties go to
+        the smallest T; a T at either end of the grid is warned about (the optimum may lie beyond)."""
+        n_zero = checks.zero_rows(scores)
+        floor = checks.LOG_EPS if n_zero else None
         z = scores.to(torch.float64)
+        if floor is not None:
+            z = z.clamp_min(floor)
         pred = z.argmax(dim=1)      # T > 0 never changes the arg-max
         correct = (pred == labels).to(torch.float64).cpu().numpy()
         zmax = z.max(dim=1, keepdim=True).values
@@ -176,4 +212,9 @@ class TemperatureGrid(Temperature):
             if ece < best_ece:         # strict: the first T with minimal ECE wins ties
                 best_t, best_ece = t, ece
             report(progress, (i + 1) / len(self.grid), f"temperature grid: T = {t:.1f}")
-        return {"temperature": best_t, "objective": "ece-grid", "fit_ece": best_ece}, ()
+        edge = []
+        if best_t in (self.grid[0], self.grid[-1]) and int(scores.shape[0]) > 1:
+            edge = [f"{self.label} chose T = {best_t:g}, an end of its grid {self.grid[0]:g}-{self.grid[-1]:g}: "
+                    "the ECE may keep falling beyond it, so the search did not converge."]
+        params = {"temperature": best_t, "objective": "ece-grid", "fit_ece": best_ece}
+        return _with_floor(params, floor), self._checked(scores, labels, best_t, n_zero, edge)

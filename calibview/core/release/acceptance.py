@@ -4,9 +4,9 @@ calibrator and the config's settings.
 Criteria (value with interval, limit, outcome): ECE; the worst per-class ECE (ECE of each true-class slice, classes
 below ``min_slice`` excluded); the gap between mean confidence and accuracy of the high-confidence bin (confidence
 >= ``high_conf``, Wilson interval); the calibrator was fitted on another split (name and data) than the one checked;
-thresholds exist only on calibrated scores; ``config_sha256`` matches; the fit split's hash matches the file when
-the file holds it. A tampered config or fit-data mismatch is a :class:`CalibviewError` (bad input) before any
-criterion is computed.
+thresholds exist only on calibrated scores; ``config_sha256`` matches; the calibrator's fit has no warnings; the
+fit split's hash matches the file when the file holds it. A tampered config or fit-data mismatch is a
+:class:`CalibviewError` (bad input) before any criterion is computed.
 
 A statistical criterion is decided by its interval (:func:`decide`, ``Limits.decide_on="interval"``): it passes
 when the whole interval is within the limit, fails when the whole interval is beyond it, and is inconclusive
@@ -190,6 +190,9 @@ def criteria(config: Mapping[str, Any], checked: Checked, limits: Limits = Limit
                          f"{'thresholds' if rel.has_thresholds(config) else 'no thresholds'}, calibrator {method}",
                          None, None, "calibrated", not bad))
     out.append(Criterion("config_sha256 matches the config", "match", None, None, "match", True))
+    warned = list(config["calibrator"].get("warnings") or [])
+    out.append(Criterion("calibrator fitted without warnings", f"{len(warned)} warning(s)" if warned else "none",
+                         None, None, "none", not warned, note="; ".join(warned)))
     out.append(Criterion("fit split's hash matches FILE", "match" if checked.fit_hash else "not in FILE",
                          None, None, "match", True))
     return out

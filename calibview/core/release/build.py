@@ -52,10 +52,11 @@ def build_release(engine: Engine, file: str, run: str, calibrator: str, fit_spli
                   level: float = d.LEVEL, device: str = d.DEVICE, by: Optional[str] = None,
                   slice_bins: int = d.SLICE_BINS, min_slice: int = d.MIN_SLICE,
                   audit_thresholds: Sequence[float] = DEFAULT_AUDIT, limits: Limits = Limits(), progress=None,
-                  cancel: Optional[threading.Event] = None) -> Release:
+                  cancel: Optional[threading.Event] = None, allow_warnings: bool = False) -> Release:
     """Fit ``calibrator`` on ``fit_split`` of ``run`` in ``file``, evaluate it (and ``none``) on ``eval_split``,
     decide the thresholds (a fixed ``threshold`` or a ``target_precision``) on the fit split's calibrated scores
-    and gather the release material; nothing is written."""
+    and gather the release material; nothing is written. A fit with warnings (a diverged or unconverged fit, too
+    few samples, exact zeros, ...) is refused unless ``allow_warnings``; the config then carries them."""
     info = discovery.find_run(file, run)
     info.split(eval_split)
     if calibrator != "none":
@@ -75,6 +76,8 @@ def build_release(engine: Engine, file: str, run: str, calibrator: str, fit_spli
                       device=device)
     ev = engine.evaluate(req, progress=progress, cancel=cancel)
     fitted = ev.result(calibrator).fitted
+    if fitted.warnings and not allow_warnings:
+        raise ParameterError(refusal(fitted), "allow_warnings")
     thresholds = {"global": None, "per_class": None, "target_precision": None}
     if threshold is not None or target_precision is not None:
         fit_req = replace(req, eval_split=fit_split, calibrators=(calibrator,), n_boot=0)
@@ -107,6 +110,14 @@ def build_release(engine: Engine, file: str, run: str, calibrator: str, fit_spli
                    risk_coverage={nm: rs.risk_coverage(sc.stats.conf, sc.stats.correct) for nm, sc in scored.items()},
                    slices=by_rows, slice_column=by, checklist=checklist,
                    verdict=verdict(ece.value, ece.lo, ece.hi), decide_on=limits.rule)
+
+
+def refusal(fitted) -> str:
+    """The one sentence that refuses to release ``fitted`` (a Fitted with warnings)."""
+    first = fitted.warnings[0].rstrip(".")
+    more = f" (and {len(fitted.warnings) - 1} more)" if len(fitted.warnings) > 1 else ""
+    return (f"The {fitted.label} fit has a warning, so it is not released: {first}{more}; fix the fit split, "
+            f"or pass allow_warnings=True to release it anyway.")
 
 
 def per_class_rows(ev: Evaluation, name: str, slices: list, thresholds: dict, stats) -> list[dict]:

@@ -3,7 +3,7 @@ thresholds are versioned and rolled back together.
 
 ```
 {"schema": "calibview.inference-config/1", "model", "dataset", "class_names",
- "calibrator": {"method", "params"}, "thresholds": {"global", "per_class", "target_precision"},
+ "calibrator": {"method", "params", "warnings"}, "thresholds": {"global", "per_class", "target_precision"},
  "provenance": {"file", "fit_split", "fit_sha256", "n_fit", "eval_split", "eval_sha256", "n_eval",
                 "calibview_version", "created"},
  "settings": {"bins", "bandwidth", "kernel", "n_boot", "seed", "level"},
@@ -14,6 +14,8 @@ thresholds are versioned and rolled back together.
   in C order and its stored dtype, followed by those of its ``labels`` dataset, read chunk by chunk. A config
   refitted by ``calibview drift`` on part of a split also has ``provenance.fit_rows`` / ``eval_rows``
   (``{"part", "seed", "of"}``): the hash then covers those rows only (in ascending order), see :func:`halves`.
+- ``calibrator.warnings``: the fit's warnings (empty for a clean fit; ``release`` writes a config with any only
+  when told to, and ``check`` fails such a config). Configs written before it have no such key.
 - ``config_sha256``: SHA-256 of the canonical JSON (sorted keys, separators ``,`` and ``:``, ASCII) of the config
   without that field, so that an edited config is detected. Non-finite numbers are stored as null.
 """
@@ -152,7 +154,8 @@ def build_config(run: schema.RunInfo, fitted: calib.Fitted, *, thresholds: Mappi
             "created": datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")}
     prov.update({k: v for k, v in provenance.items() if k not in prov})          # fit_rows / eval_rows
     config = {"schema": SCHEMA, "model": run.model, "dataset": run.dataset, "class_names": names,
-              "calibrator": {"method": fitted.method, "params": fitted.to_json()["params"]},
+              "calibrator": {"method": fitted.method, "params": fitted.to_json()["params"],
+                             "warnings": list(fitted.warnings)},
               "thresholds": {"global": thresholds.get("global"), "per_class": thresholds.get("per_class"),
                              "target_precision": thresholds.get("target_precision")},
               "provenance": prov, "settings": {k: settings[k] for k in SETTINGS_KEYS},

@@ -234,7 +234,12 @@ def test_platt_equals_sklearn_unregularised(seed, a):
     z_eval, _ = _binary(1000, seed + 10, scale=4.0)
     s_eval = (z_eval[:, 1] - z_eval[:, 0]).numpy()[:, None]
     np.testing.assert_allclose(fitted.apply(z_eval).exp().numpy(), lr.predict_proba(s_eval), rtol=0, atol=1e-9)
-    assert not fitted.params["smooth_targets"] and fitted.warnings == ()
+    assert not fitted.params["smooth_targets"]
+    if a > 0:
+        assert fitted.warnings == ()
+    else:       # the fit is the peer's, but a negative slope reverses the model's predictions: warned
+        assert len(fitted.warnings) == 1 and "slope a = -0.4" in fitted.warnings[0]
+        assert "outside [0.01, 100]" in fitted.warnings[0]
 
 
 def test_platt_smoothed_targets_equal_weighted_sklearn():
