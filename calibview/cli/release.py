@@ -41,6 +41,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=d["seed"])
     p.add_argument("--level", type=float, default=d["level"])
     p.add_argument("--no-diagram", action="store_true", help="skip diagram.png (the report draws an SVG instead)")
+    p.add_argument("--weights", action="append", default=[], metavar="FILE",
+                   help="a model weights file the config ships with: its SHA-256 and size are recorded "
+                        "(repeatable; `check --weights` verifies them)")
     add_common_options(p)
 
 
@@ -53,9 +56,11 @@ def run(args) -> int:
     from calibview.core.release.build import build_release, per_class_csv
     from calibview.core.reports.tables import metrics_csv
     from calibview.core.reports.html import render
+    from calibview.core.release.weights import weights_records
     from calibview.cli.shared import out_dir, render_png, write_all
 
     out = out_dir(args.out)
+    weights = weights_records(args.weights)          # a missing file is refused before any work
     try:
         audit = [float(x) for x in args.audit.split(",")]
     except ValueError:
@@ -64,7 +69,8 @@ def run(args) -> int:
                       threshold=args.threshold, target_precision=args.target_precision, bins=args.bins,
                       bandwidth=args.bandwidth, kernel=args.kernel, n_boot=args.n_boot, seed=args.seed,
                       level=args.level, device=args.device, by=args.by, slice_bins=args.slice_bins,
-                      min_slice=args.min_slice, audit_thresholds=audit, limits=Limits(min_slice=args.min_slice))
+                      min_slice=args.min_slice, audit_thresholds=audit, limits=Limits(min_slice=args.min_slice),
+                      weights=weights)
     ev = r.evaluation
     png = None if args.no_diagram else render_png(
         ev, f"{ev.run.name} · {ev.request.eval_split} (N = {ev.n_eval:,}, K = {ev.k})")
