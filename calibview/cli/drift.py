@@ -41,8 +41,12 @@ def run(args) -> int:
     from calibview.core.reports.tables import metrics_csv
     from calibview.cli.shared import fmt, out_dir, write_all
 
+    from calibview.core.io.safe_io import refuse_overwriting_inputs
+
     config = rel.load_config(args.config)
     out = out_dir(args.refit_out) if args.refit_out else None
+    if out is not None:          # refused before any work, whether or not the refit is written in the end
+        refuse_overwriting_inputs([out / "inference_config.json", out / "metrics.csv"], [args.config, args.file])
     d = drift(Engine(), config, args.file, args.split, run=args.run, max_ece_increase=args.max_ece_increase,
               refit=out is not None, n_boot=args.n_boot, device=args.device, path=args.config, force=args.force)
     write = d.refit is not None and (not d.refit.worse or args.force)

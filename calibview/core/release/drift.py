@@ -12,9 +12,10 @@ The refit is then held against the shipped calibrator on the same verify half (:
 *worse* when, on a measured criterion of the acceptance checklist (ECE, worst per-class ECE, high-confidence gap;
 the default limits, point estimates against them), it fails where the shipped one passes, or both fail and the
 refit's value lies above the shipped one's interval (its value without resamples): a difference within the
-shipped estimate's own uncertainty, such as the worst of 100 classes of 30 samples each, does not count. It cannot be verified when no class of the verify half has the checklist's ``min_slice`` samples (the
-per-class ECE cannot be computed, and ``check`` refuses such a config), or when a target precision is reached
-for none of the classes on the fit half (its per-class thresholds cannot be computed). Each problem is a clause in
+shipped estimate's own uncertainty, such as the worst of 100 classes of 30 samples each, does not count. It
+cannot be verified when no class of the verify half has the checklist's ``min_slice`` samples (the per-class ECE
+cannot be computed, and ``check`` refuses such a config), or when a target precision is reached for none of the
+classes on the fit half (its per-class thresholds cannot be computed). Each problem is a clause in
 ``Refit.worse``; the caller writes the config only without one, unless forced: ``force=True`` records them in the
 config's ``provenance.forced``.
 """
@@ -152,8 +153,9 @@ def refit_problems(engine: Engine, config: Mapping[str, Any], req, method: str, 
         if b is None or _passes(b):
             continue
         if a is None or _passes(a) or b.value > _upper(a):
-            was = "-" if a is None else f"{a.value:.4f}" + (f" [{a.lo:.4f}, {a.hi:.4f}]" if _upper(a) != a.value
-                                                             else "")
+            was = "-" if a is None else f"{a.value:.4f}"
+            if a is not None and _upper(a) != a.value:
+                was += f" [{a.lo:.4f}, {a.hi:.4f}]"
             out.append(f"{label} {was} shipped -> {b.value:.4f} refitted on the verify half, limit {b.limit:g}")
     labels = engine.scored(req, given=given)[method].stats.labels
     n_most = int(np.bincount(np.asarray(labels, dtype=np.int64), minlength=len(config["class_names"])).max())
