@@ -68,4 +68,5 @@ def add_log_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--log-level", default=None, choices=LOG_LEVELS,
                    help="messages on stderr: error, warning (default), info (one line per evaluation: what was "
                         "fitted, reused and scored) or debug")
-    p.add_argument("--quiet", action="store_true", help="no progress bar; the same as --log-level error")
+    p.add_argument("--quiet", action="store_true",
+                   help="only errors on stderr: no progress bar, warnings or notes; the same as --log-level error")

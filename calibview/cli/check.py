@@ -1,7 +1,7 @@
 """``calibview check CONFIG FILE``: the release's acceptance checklist re-computed on a split, for CI pipelines.
 Exit 0 when every criterion passes, 1 when any fails or is inconclusive (its interval straddles the limit; a
-calibrator released with fit warnings fails), 2 on bad input (tampered config, fit-data mismatch, another run or
-class count, unknown split)."""
+calibrator released with fit warnings fails; ``--weights`` files that do not match the config's record fail), 2 on
+bad input (tampered config, fit-data mismatch, another run or class count, unknown split)."""
 
 from __future__ import annotations
 
@@ -36,6 +36,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="classes with fewer samples are left out")
     p.add_argument("--n-boot", type=int, default=None, help="resamples (default: the config's)")
     p.add_argument("--json", action="store_true", help="print a JSON list of criteria")
+    p.add_argument("--weights", action="append", default=[], metavar="FILE",
+                   help="verify a model weights file against the SHA-256 and size the config records (repeatable; "
+                        "a mismatch fails, exit 1)")
     add_common_options(p)
 
 
@@ -46,16 +49,18 @@ def run(args) -> int:
     from calibview.core.release import config as rel
     from calibview.core.release.acceptance import Limits, criteria, evaluate_config, summary, verdict
     from calibview.core.evaluation.engine import Engine
+    from calibview.core.release.weights import weights_criteria
     from calibview.cli.shared import criteria_table
 
     config = rel.load_config(args.config)
+    weights = weights_criteria(config, args.weights)       # read before any work: a missing file is bad input
     split = args.split or config["provenance"]["eval_split"]
     limits = Limits(max_ece=args.max_ece, max_class_ece=args.max_class_ece, max_high_conf_gap=args.max_high_conf_gap,
                     high_conf=args.high_conf, use_bound=args.use_bound, min_slice=args.min_slice,
                     decide_on=args.decide_on)
     checked = evaluate_config(Engine(), config, args.file, split, min_slice=args.min_slice, n_boot=args.n_boot,
                               device=args.device, path=args.config)
-    rows = criteria(config, checked, limits)
+    rows = criteria(config, checked, limits) + weights
     passed = all(c.passed for c in rows)
     if args.json:
         print(json.dumps([c.record() for c in rows], indent=2))

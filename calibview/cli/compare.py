@@ -81,14 +81,14 @@ def write_compare(engine, evaluations, args, out: Path, figure=None) -> list[Pat
 
 def _figure(comparison, out: Path, figure) -> list[Path]:
     import dataclasses
-    import sys
+    import logging
 
     try:
         from calibview.plot.compare import comparison_panels
         from calibview.plot.export import render_figure
         from calibview.plot.spec import FigureOptions
     except ImportError as e:          # a headless install without Qt still gets compare.csv
-        print(f"calibview: warning: no compare.png ({e}); install PySide6 and pyqtgraph for it.", file=sys.stderr)
+        logging.getLogger("calibview").warning(f"warning: no compare.png ({e}); install PySide6 and pyqtgraph for it.")
         return []
     ref = comparison.evaluations[0]
     opts, formats = figure if figure is not None else (FigureOptions(), ["png"])

@@ -1,6 +1,7 @@
 """``calibview drift CONFIG NEW_FILE --run R --split shadow``: the shipped calibrator on new labelled data, every
 metric against the config's archived value, drift flagged past ``--max-ece-increase`` (exit 1), and with
-``--refit-out NEWDIR`` a refit on a seeded half whose new config's ``parent`` is the old ``config_sha256``."""
+``--refit-out NEWDIR`` a refit on a seeded half whose new config's ``parent`` is the old ``config_sha256``, written
+only when it is no worse than the shipped calibrator on the verify half (else exit 1, unless ``--force``)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--split", required=True, help="the new split, e.g. shadow")
     p.add_argument("--max-ece-increase", type=float, default=MAX_ECE_INCREASE)
     p.add_argument("--refit-out", default=None, metavar="NEWDIR",
-                   help="refit on a seeded half, verify on the other; write NEWDIR/inference_config.json")
+                   help="refit on a seeded half, verify on the other; write NEWDIR/inference_config.json when the "
+                        "refit is no worse than the shipped calibrator on the acceptance criteria there")
+    p.add_argument("--force", action="store_true",
+                   help="write the refit even when it is worse (marked in its provenance as forced)")
     p.add_argument("--n-boot", type=int, default=None, help="resamples (default: the config's)")
     p.add_argument("--json", action="store_true", help="print the comparison as JSON")
     add_common_options(p)
@@ -37,14 +41,22 @@ def run(args) -> int:
     from calibview.core.reports.tables import metrics_csv
     from calibview.cli.shared import fmt, out_dir, write_all
 
+    from calibview.core.io.safe_io import refuse_overwriting_inputs
+
     config = rel.load_config(args.config)
     out = out_dir(args.refit_out) if args.refit_out else None
+    if out is not None:          # refused before any work, whether or not the refit is written in the end
+        refuse_overwriting_inputs([out / "inference_config.json", out / "metrics.csv"], [args.config, args.file])
     d = drift(Engine(), config, args.file, args.split, run=args.run, max_ece_increase=args.max_ece_increase,
-              refit=out is not None, n_boot=args.n_boot, device=args.device, path=args.config)
+              refit=out is not None, n_boot=args.n_boot, device=args.device, path=args.config, force=args.force)
+    write = d.refit is not None and (not d.refit.worse or args.force)
     if args.json:
-        print(json.dumps({"drifted": d.drifted, "ece_increase": d.ece_increase,
-                          "max_ece_increase": d.max_ece_increase, "metrics": rel._finite(d.rows),
-                          "refit_config_sha256": d.refit.config["config_sha256"] if d.refit else None}, indent=2))
+        record = {"drifted": d.drifted, "ece_increase": d.ece_increase, "max_ece_increase": d.max_ece_increase,
+                  "metrics": rel._finite(d.rows), "refit_config_sha256": d.refit.config["config_sha256"] if write
+                  else None}
+        if d.refit is not None:
+            record.update(refit_written=write, refit_worse=list(d.refit.worse))
+        print(json.dumps(record, indent=2))
     else:
         print(f"{rel.run_name(config)}: {config['calibrator']['method']} of config {config['config_sha256'][:12]} "
               f"on {args.split} (N={d.checked.evaluation.n_eval}) against {config['provenance']['eval_split']}")
@@ -58,7 +70,8 @@ def run(args) -> int:
     if d.refit is not None:
         new = d.refit.config
         paths = write_all(out, {"inference_config.json": rel.config_text(new),
-                                "metrics.csv": metrics_csv(d.refit.rows)}, inputs=[args.config, args.file])
+                                "metrics.csv": metrics_csv(d.refit.rows)},
+                          inputs=[args.config, args.file]) if write else []
         if not args.json:
             m = new["metrics"]
             old = d.refit.shipped.results[0].metrics["ece"]
@@ -66,6 +79,12 @@ def run(args) -> int:
                   f"{new['provenance']['fit_rows']['seed']}); on the verify half (N={new['provenance']['n_eval']}) "
                   f"ECE {fmt(old.value)} [{fmt(old.lo)}, {fmt(old.hi)}] shipped -> {fmt(m.get('ece'))} "
                   f"[{fmt(m.get('ece_lo'))}, {fmt(m.get('ece_hi'))}] refitted")
-            print(f"new config {new['config_sha256']} (parent {new['parent']})")
-            print("wrote " + ", ".join(str(p) for p in paths))
-    return 1 if d.drifted else 0
+            if d.refit.worse:
+                print("refit is worse: " + ("written anyway (--force)" if write else
+                                            "not written (--force writes it anyway)"))
+                for reason in d.refit.worse:
+                    print(f"  {reason}")
+            if write:
+                print(f"new config {new['config_sha256']} (parent {new['parent']})")
+                print("wrote " + ", ".join(str(p) for p in paths))
+    return 1 if d.drifted or (d.refit is not None and not write) else 0

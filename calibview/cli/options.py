@@ -276,15 +276,15 @@ def requests_from_args(args) -> list:
         binary = [c for c in names if calib.get(c).binary_only]
         if binary and run.k != 2:
             run_names = tuple(c for c in names if c not in binary)
-            print(f"calibview: run {run.name} has K = {run.k} classes: skipping {', '.join(binary)} "
-                  "(binary problems only).", file=sys.stderr)
+            logging.getLogger("calibview").warning(f"run {run.name} has K = {run.k} classes: skipping "
+                                                   f"{', '.join(binary)} (binary problems only).")
         if fit_split is None and any(c != "none" for c in run_names):
             if explicit:
                 raise CalibviewError(
                     f"Run {run.name} in {file} has only the split {eval_split!r}, so there is nothing to fit "
                     "calibrators on; add a fit split to the file or pass --fit-split explicitly.")
             run_names = ("none",)
-            print(f"calibview: run {run.name} has a single split: reporting it uncalibrated.", file=sys.stderr)
+            logging.getLogger("calibview").warning(f"run {run.name} has a single split: reporting it uncalibrated.")
         if fit_split in evals:                   # as the window warns; once per calibrator
             for c in run_names:
                 if c != "none":

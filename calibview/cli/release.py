@@ -46,6 +46,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-diagram", action="store_true", help="skip diagram.png (the report draws an SVG instead)")
     p.add_argument("--allow-warnings", action="store_true",
                    help="release a calibrator whose fit has warnings (refused otherwise); the config records them")
+    p.add_argument("--weights", action="append", default=[], metavar="FILE",
+                   help="a model weights file the config ships with: its SHA-256 and size are recorded "
+                        "(repeatable; `check --weights` verifies them)")
     add_common_options(p)
 
 
@@ -58,9 +61,11 @@ def run(args) -> int:
     from calibview.core.release.build import build_release, per_class_csv
     from calibview.core.reports.tables import metrics_csv
     from calibview.core.reports.html import render
+    from calibview.core.release.weights import weights_records
     from calibview.cli.shared import out_dir, render_png, write_all
 
     out = out_dir(args.out)
+    weights = weights_records(args.weights)          # a missing file is refused before any work
     try:
         audit = [float(x) for x in args.audit.split(",")]
     except ValueError:
@@ -71,7 +76,7 @@ def run(args) -> int:
                       level=args.level, device=args.device, by=args.by, slice_bins=args.slice_bins,
                       min_slice=args.min_slice, audit_thresholds=audit,
                       limits=Limits(min_slice=args.min_slice, decide_on=args.decide_on),
-                      allow_warnings=args.allow_warnings)
+                      allow_warnings=args.allow_warnings, weights=weights)
     ev = r.evaluation
     log_calibrator_warnings(ev)
     png = None if args.no_diagram else render_png(

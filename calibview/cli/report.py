@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
-import sys
 from pathlib import Path
 
 from calibview.cli import compare
@@ -69,8 +68,8 @@ def run(args) -> int:
         firsts = first_settings(evaluations)
         if not args.no_diagram:
             write_diagrams(firsts, folder.dir, figure, engine)
-    for note in notes:
-        print(f"calibview: {note}", file=sys.stderr)
+    for note in notes:              # through the logger, so that --quiet leaves only errors on stderr
+        logging.getLogger("calibview").warning(note)
     for message in messages + folder.notes:
         logging.getLogger("calibview").warning(f"note: {message}")
     for ev in firsts:
@@ -103,7 +102,7 @@ def write_diagrams(evaluations, out: Path, figure=None, engine=None) -> list[Pat
         from calibview.plot.figure import legend_numbers
         from calibview.plot.spec import calibrator_panels
     except ImportError as e:          # a headless install without Qt still gets the CSV and JSON
-        print(f"calibview: warning: no diagram.png ({e}); install PySide6 and pyqtgraph for it.", file=sys.stderr)
+        logging.getLogger("calibview").warning(f"warning: no diagram.png ({e}); install PySide6 and pyqtgraph for it.")
         return []
     paths = []
     several_runs = len({(ev.run.file, ev.run.name) for ev in evaluations}) > 1

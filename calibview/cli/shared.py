@@ -12,12 +12,12 @@ from calibview.core.errors import CalibviewError
 def render_png(evaluation, title: str) -> bytes | None:
     """diagram.png drawn offscreen by the GUI canvas (lazily: the core never imports Qt), as bytes; None (with a
     warning) when Qt is not installed."""
-    import sys
+    import logging
 
     try:
         from calibview.plot.canvas import render_diagram_png
     except ImportError as e:
-        print(f"calibview: warning: no diagram.png ({e}); install PySide6 and pyqtgraph for it.", file=sys.stderr)
+        logging.getLogger("calibview").warning(f"warning: no diagram.png ({e}); install PySide6 and pyqtgraph for it.")
         return None
     with tempfile.TemporaryDirectory(prefix="calibview-diagram-") as tmp:
         path = Path(tmp) / "diagram.png"

@@ -78,15 +78,19 @@ def _print_table(records) -> None:
     def iv(lo, hi) -> str:
         return f"[{100 * lo:6.2f}, {100 * hi:6.2f}]" if lo == lo and hi == hi else " " * 16
 
+    def name_of(r) -> str:
+        return "(whole split)" if r["slice"] is None else str(r["slice"])
+
     domains = len({r["split"] for r in records}) > 1          # --eval-split test,deploy: say which split
-    head = f"{'run':24s} " + ("split      " if domains else "") + f"{'calibrator':10s} {'slice':22s} {'n':>7s} " \
+    w = max([22] + [len(name_of(r)) for r in records])       # never cut a slice name
+    head = f"{'run':24s} " + ("split      " if domains else "") + f"{'calibrator':10s} {'slice':{w}s} {'n':>7s} " \
         f"{'ECE %':>7s} {'interval':16s} {'delta %':>8s} {'interval':16s} flag"
     print(head)
     for r in records:
-        name = "(whole split)" if r["slice"] is None else str(r["slice"])
+        name = name_of(r)
         run = f"{r['model']}/{r['dataset']}" if r["dataset"] else r["model"]
         flag = ("over" if r["delta_ece_lo"] > 0 else "under") if r["flagged"] else ""
         split = f"{r['split'][:10]:10s} " if domains else ""
-        print(f"{run[:24]:24s} {split}{r['calibrator'][:10]:10s} {name[:22]:22s} {r['n']:7d} {100 * r['ece']:7.2f} "
+        print(f"{run[:24]:24s} {split}{r['calibrator'][:10]:10s} {name:{w}s} {r['n']:7d} {100 * r['ece']:7.2f} "
               f"{iv(r['ece_lo'], r['ece_hi'])} {100 * r['delta_ece']:8.2f} "
               f"{iv(r['delta_ece_lo'], r['delta_ece_hi'])} {flag}")

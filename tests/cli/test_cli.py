@@ -183,11 +183,13 @@ def test_single_split_file_reports_uncalibrated(tmp_path, capsys):
     with h5py.File(path, "w") as f:
         f["logits"] = np.random.default_rng(0).normal(size=(200, 3)).astype(np.float32)
         f["labels"] = np.random.default_rng(1).integers(0, 3, 200)
-    assert main(["metrics", str(path), "--n-boot", "0", "--json", "--quiet"]) == 0
+    assert main(["metrics", str(path), "--n-boot", "0", "--json"]) == 0
     captured = capsys.readouterr()
     rows = json.loads(captured.out)
     assert [r["calibrator"] for r in rows] == ["none"] and rows[0]["split"] == "all"
     assert "single split" in captured.err
+    assert main(["metrics", str(path), "--n-boot", "0", "--json", "--quiet"]) == 0       # --quiet: errors only
+    assert capsys.readouterr().err == ""
 
 
 def test_apply_writes_calibrated_probabilities(demo_report, demo_file, tmp_path, capsys):
@@ -212,7 +214,7 @@ def test_apply_writes_calibrated_probabilities(demo_report, demo_file, tmp_path,
 
 def test_report_skips_binary_only_calibrators_on_multiclass_runs(tmp_path, demo_file, capsys):
     assert main(["metrics", str(demo_file), "--run", "resnet110-flsd53/cifar10", "--calibrators", "none,platt,beta",
-                 "--n-boot", "0", "--json", "--quiet"]) == 0
+                 "--n-boot", "0", "--json"]) == 0           # not --quiet: that leaves only errors on stderr
     captured = capsys.readouterr()
     assert [r["calibrator"] for r in json.loads(captured.out)] == ["none"]
     assert "skipping platt, beta" in captured.err

@@ -247,7 +247,7 @@ def test_copy_selection_puts_tab_separated_text_on_the_clipboard(table, demo_ev,
     table.per_class_view.setFocus()
     qtbot.keyClick(table.per_class_view, Qt.Key.Key_C, Qt.KeyboardModifier.ControlModifier)
     rows = list(csv.reader(io.StringIO(clipboard.text()), delimiter="\t"))
-    assert rows[0] == ["#", "Class", "Count", "Acc %", "ECE %"]
+    assert rows[0] == ["#", "Class", "Count", "Acc %", "one-vs-rest ECE %"]      # not the slice's top-label ECE
     assert rows[1][:3] == ["0", demo_ev.run.class_names[0], "100"]
 
 

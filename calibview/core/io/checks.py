@@ -47,10 +47,16 @@ def check_shapes(file: str, spath: str, sshape: tuple, sdtype: np.dtype, lpath: 
         )
     if len(lshape) != 1:
         raise CalibviewError(f"{file}: {lpath} has shape {tuple(lshape)} but labels must be 1-D (N,).")
-    if np.dtype(ldtype).kind not in "iu":
+    if np.dtype(ldtype).kind in "SUO":          # fixed-length, numpy or HDF5 variable-length strings
         raise CalibviewError(
-            f"{file}: {lpath} has dtype {np.dtype(ldtype)} but labels must be integer class indices "
-            f"0..K-1 (store them as int64, not as floats)."
+            f"{file}: {lpath} holds strings (dtype {np.dtype(ldtype)}) but labels must be integer class indices "
+            f"0..K-1; store each label as the index of its class (int64) and the names, in that order, as the "
+            f"run's class_names."
+        )
+    if np.dtype(ldtype).kind not in "iu":
+        floats = " (store them as int64, not as floats)" if np.dtype(ldtype).kind == "f" else " (store them as int64)"
+        raise CalibviewError(
+            f"{file}: {lpath} has dtype {np.dtype(ldtype)} but labels must be integer class indices 0..K-1{floats}."
         )
     n, k = sshape
     if n != lshape[0]:

@@ -3,12 +3,14 @@
 Arrays are found by name: ``logits`` or ``probs`` with ``labels`` is one split; ``logits_<s>`` / ``probs_<s>`` with
 ``labels_<s>`` is split ``<s>``. ``meta_<column>`` (or ``meta_<column>_<s>``) is a metadata column of the split.
 A ``.npy`` file holds one array, so its labels are looked up next to it.
+A binary model's (N,) or (N, 1) scores of class 1 become two class columns (:func:`binary_columns`).
 Nothing is ever unpickled: .npz/.npy are loaded with ``allow_pickle=False`` and .pt with ``weights_only=True``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import zipfile
@@ -19,7 +21,7 @@ from typing import Mapping, Optional
 import numpy as np
 
 from calibview.core.io import guard
-from calibview.core.errors import CalibviewError, Progress, report
+from calibview.core.errors import CalibviewError, ParameterError, Progress, report
 from calibview.core.io.checks import validate_arrays
 from calibview.core.io.discovery import list_runs
 from calibview.core.io.schema import PathLike, RunInfo
@@ -39,13 +41,21 @@ def _wanted(key) -> bool:
 
 def import_arrays(src: PathLike, out: PathLike, *, model: Optional[str] = None, dataset: Optional[str] = None,
                   split: Optional[str] = None, progress: Optional[Progress] = None,
-                  overwrite: bool = False) -> list[RunInfo]:
+                  overwrite: bool = False, binary: Optional[str] = None,
+                  notes: Optional[list] = None) -> list[RunInfo]:
     """Write the splits found in ``src`` as run ``<model>/<dataset>`` of the HDF5 file ``out`` (created or appended
     to; an existing split is replaced only with ``overwrite=True``) and return that run, re-read from ``out``, as a
     one-item list.
 
     ``model`` defaults to the source file stem (without a ``_logits``/``_probs`` suffix for .npy), ``dataset`` to
-    "data". ``split`` names the split of an unsuffixed pair (default "all"); for suffixed pairs it selects one."""
+    "data". ``split`` names the split of an unsuffixed pair (default "all"); for suffixed pairs it selects one.
+
+    (N,) or (N, 1) floating-point scores are a binary model's scores of class 1 (:func:`binary_columns`):
+    ``binary`` ("logits" or "probs") says which they are; otherwise the array's name does, and for an unnamed
+    .npy the value range. Each conversion is described in a sentence appended to ``notes`` (without ``notes``:
+    logged as a warning on the ``calibview`` logger)."""
+    if binary not in (None, "logits", "probs"):
+        raise ParameterError(f"binary must be 'logits' or 'probs', not {binary!r}.", "binary")
     src_path, out_path = Path(os.path.abspath(os.fspath(src))), Path(os.path.abspath(os.fspath(out)))
     if not src_path.is_file():
         raise CalibviewError(f"{src_path}: the file does not exist; check the path.")
@@ -53,10 +63,12 @@ def import_arrays(src: PathLike, out: PathLike, *, model: Optional[str] = None, 
     suffix = src_path.suffix.lower()
     report(progress, 0.0, f"Loading {src_path.name}")
     names: dict[str, tuple[str, str]] = {}
+    named = True                      # the scores' kind comes from an array name (an unnamed .npy: a guess)
     if suffix == ".npz":
         arrays = _load_npz(src_path)
     elif suffix == ".npy":
         arrays, names = _load_npy_pair(src_path)
+        named = bool(re.search(r"(^|_)(logits|probs)$", src_path.stem))
         refuse_overwriting_inputs([out_path], [labels_for_npy(src_path)])
     elif suffix in (".pt", ".pth"):
         arrays = _load_torch(src_path)
@@ -65,6 +77,15 @@ def import_arrays(src: PathLike, out: PathLike, *, model: Optional[str] = None, 
     meta_arrays = {k: arrays.pop(k) for k in [k for k in arrays if _META.match(k)]}
     splits = _pair_up(src_path, arrays, split, names)
     meta = _meta_of(src_path, meta_arrays, splits, arrays)
+    for name, (kind, scores, labels, keys) in list(splits.items()):
+        kind, scores, note = binary_columns(kind, scores, named=named, binary=binary)
+        splits[name] = (kind, scores, labels, keys)
+        if note is not None:
+            note = f"{src_path.name}: {keys[0]} {note}"
+            if notes is None:
+                logging.getLogger("calibview").warning(f"note: {note}")
+            else:
+                notes.append(note)
     for kind, scores, labels, (scores_name, labels_name) in splits.values():  # errors name the source arrays
         report(progress, 0.1, f"Checking {scores_name}")
         validate_arrays(str(src_path), scores_name, labels_name, kind, scores, labels)
@@ -76,6 +97,35 @@ def import_arrays(src: PathLike, out: PathLike, *, model: Optional[str] = None, 
     report(progress, 1.0, f"Imported {src_path.name} as {model}/{dataset}")
     run_path = "/" + "/".join(p for p in (model, dataset) if p)
     return [r for r in list_runs(out_path) if r.path == run_path]
+
+
+def binary_columns(kind: str, scores, *, named: bool = True, binary: Optional[str] = None
+                   ) -> tuple[str, object, Optional[str]]:
+    """(kind, scores, note): a binary model's scores of class 1, shape (N,) or (N, 1) floating point, as the
+    (N, 2) class columns of the format, in the input's dtype; any other array unchanged with note None.
+
+    Logits z become [0, z] (their softmax is [1 - sigmoid(z), sigmoid(z)]); probabilities p become [1 - p, p].
+    Which they are: ``binary`` ("logits" or "probs") when given, else ``kind`` when ``named`` (the array's name
+    said it), else the value range (probabilities when every value lies in [0, 1]). The note says what was done
+    and by which rule, e.g. "(400,) read as binary logits z of class 1, stored as [0, z] (its name says
+    logits)"."""
+    a = np.asarray(scores)
+    if a.dtype.kind != "f" or a.shape[:1] == (0,) or not (a.ndim == 1 or (a.ndim == 2 and a.shape[1] == 1)):
+        return kind, scores, None
+    v = a.reshape(-1)
+    if binary is not None:
+        kind, rule = binary, f"binary={binary!r}"
+    elif named:
+        rule = f"its name says {kind}"
+    elif bool(np.all((v >= 0) & (v <= 1))):
+        kind, rule = "probs", "every value lies in [0, 1]"
+    else:
+        kind, rule = "logits", "a value lies outside [0, 1]"
+    if kind == "logits":
+        out, what = np.stack([np.zeros_like(v), v], axis=1), "logits z of class 1, stored as [0, z]"
+    else:
+        out, what = np.stack([1 - v, v], axis=1), "probabilities p of class 1, stored as [1 - p, p]"
+    return kind, out, f"{a.shape} read as binary {what} ({rule})"
 
 
 def _brief(e: BaseException) -> str:

@@ -11,6 +11,7 @@ discovery (:mod:`calibview.core.io.discovery`), validation (:mod:`calibview.core
 
 from __future__ import annotations
 
+import errno
 import os
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -114,7 +115,21 @@ def open_file(file: str) -> h5py.File:
             )
         return h5py.File(file, "r")
     except OSError as e:
+        if is_locked(e):
+            raise CalibviewError(locked_message(file)) from None
         raise CalibviewError(f"{file}: could not be opened as an HDF5 file ({oneline(e)}).") from None
+
+
+def is_locked(e: OSError) -> bool:
+    """Whether h5py's error says the file is locked: HDF5 locks a file it writes (flock), and a reader then fails
+    with EAGAIN ("unable to lock file, errno = 11")."""
+    return e.errno in (errno.EAGAIN, errno.EWOULDBLOCK) or "unable to lock file" in str(e)
+
+
+def locked_message(file: str) -> str:
+    """The one sentence for a file that another program holds open for writing."""
+    return (f"{file}: another program has this HDF5 file open for writing (HDF5 locks it meanwhile); close the file "
+            f"there, or wait until it is written, and try again.")
 
 
 def oneline(e: BaseException) -> str:

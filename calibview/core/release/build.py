@@ -52,11 +52,14 @@ def build_release(engine: Engine, file: str, run: str, calibrator: str, fit_spli
                   level: float = d.LEVEL, device: str = d.DEVICE, by: Optional[str] = None,
                   slice_bins: int = d.SLICE_BINS, min_slice: int = d.MIN_SLICE,
                   audit_thresholds: Sequence[float] = DEFAULT_AUDIT, limits: Limits = Limits(), progress=None,
-                  cancel: Optional[threading.Event] = None, allow_warnings: bool = False) -> Release:
+                  cancel: Optional[threading.Event] = None, allow_warnings: bool = False,
+                  weights: Optional[list] = None) -> Release:
     """Fit ``calibrator`` on ``fit_split`` of ``run`` in ``file``, evaluate it (and ``none``) on ``eval_split``,
     decide the thresholds (a fixed ``threshold`` or a ``target_precision``) on the fit split's calibrated scores
     and gather the release material; nothing is written. A fit with warnings (a diverged or unconverged fit, too
-    few samples, exact zeros, ...) is refused unless ``allow_warnings``; the config then carries them."""
+    few samples, exact zeros, ...) is refused unless ``allow_warnings``; the config then carries them.
+    ``weights``: the records of the model weights (:func:`calibview.core.release.weights.weights_records`) the
+    config ships with."""
     info = discovery.find_run(file, run)
     info.split(eval_split)
     if calibrator != "none":
@@ -94,7 +97,7 @@ def build_release(engine: Engine, file: str, run: str, calibrator: str, fit_spli
     settings = {"bins": ev.n_bins, "bandwidth": float(bandwidth), "kernel": kernel, "n_boot": n_boot, "seed": seed,
                 "level": float(level)}
     config = rel.build_config(info, fitted, thresholds=thresholds, provenance=provenance, settings=settings,
-                              metrics=rel.metrics_of(row))
+                              metrics=rel.metrics_of(row), weights=weights)
     scored = engine.scored(req, cancel=cancel)
     stats = scored[calibrator].stats
     slices = rs.class_slices(engine, req, calibrator, limits.min_slice, config["class_names"])

@@ -10,6 +10,9 @@ thresholds are versioned and rolled back together.
  "metrics": {"ece", "ece_lo", "ece_hi", ...}, "parent": null, "config_sha256"}
 ```
 
+With ``release --weights FILE`` the config also has ``"weights": [{"file", "sha256", "size"}, ...]``
+(:mod:`calibview.core.release.weights`).
+
 - ``fit_sha256`` / ``eval_sha256``: SHA-256 over the stored bytes of the split's ``logits`` (or ``probs``) dataset
   in C order and its stored dtype, followed by those of its ``labels`` dataset, read chunk by chunk. A config
   refitted by ``calibview drift`` on part of a split also has ``provenance.fit_rows`` / ``eval_rows``
@@ -73,6 +76,8 @@ def split_sha256(file: str | os.PathLike, run: str | schema.RunInfo, split: str,
                     for start in range(0, len(rows), step):
                         h.update(np.ascontiguousarray(ds[np.asarray(rows[start:start + step])]).tobytes())
     except OSError as e:
+        if schema.is_locked(e):
+            raise CalibviewError(schema.locked_message(path)) from None
         raise CalibviewError(f"{path}: could not read {split_info.path} to hash it ({e}).") from None
     return h.hexdigest()
 
@@ -143,9 +148,10 @@ def metrics_of(row: Mapping[str, Any]) -> dict:
 
 def build_config(run: schema.RunInfo, fitted: calib.Fitted, *, thresholds: Mapping[str, Any],
                  provenance: Mapping[str, Any], settings: Mapping[str, Any], metrics: Mapping[str, Any],
-                 parent: Optional[str] = None) -> dict:
+                 parent: Optional[str] = None, weights: Optional[list] = None) -> dict:
     """The sealed config (``config_sha256`` set). ``provenance`` holds every PROVENANCE_KEYS entry but the
-    version and the time, which are added here."""
+    version and the time, which are added here. ``weights``: the model weights' records
+    (:mod:`calibview.core.release.weights`), stored as the ``weights`` key when given."""
     from calibview._version import __version__
 
     names = list(run.class_names) if run.class_names is not None else [str(i) for i in range(run.k)]
@@ -160,6 +166,8 @@ def build_config(run: schema.RunInfo, fitted: calib.Fitted, *, thresholds: Mappi
                              "target_precision": thresholds.get("target_precision")},
               "provenance": prov, "settings": {k: settings[k] for k in SETTINGS_KEYS},
               "metrics": dict(metrics), "parent": parent}
+    if weights:
+        config["weights"] = [dict(w) for w in weights]
     config = _finite(config)
     config["config_sha256"] = config_sha256(config)
     return config

@@ -431,4 +431,4 @@ class MetricsTable(QtWidgets.QWidget):
             self._per_class_caption.setText("Select a calibrator in the Metrics tab.")
             return
         self._per_class_caption.setText(f"{r.label} · {ev.request.eval_split} split · {ev.k} classes · "
-                                        f"ECE % is each class's class-wise ECE (their mean is CW-ECE)")
+                                        f"one-vs-rest ECE: p of the class against 1[y = class] (the mean is CW-ECE)")

@@ -24,9 +24,10 @@ _DISPLAY, _TOOLTIP, _USER = (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.ToolTi
 
 
 class PerClassModel(QtCore.QAbstractTableModel):
-    """Per-class count, accuracy and class-wise ECE of one calibrator's result (read-only)."""
+    """Per-class count, accuracy and one-vs-rest (class-wise) ECE of one calibrator's result (read-only)."""
 
-    COLUMNS = ("#", "Class", "Count", "Acc %", "ECE %")
+    # "one-vs-rest": the ECE of p_k against 1[y=k] over all samples, not the top-label ECE of the class's slice
+    COLUMNS = ("#", "Class", "Count", "Acc %", "one-vs-rest ECE %")
     _TIPS = ("Class index", "Class name from the file's class_names",
              "Evaluation samples whose label is this class (the column sums to N)",
              "Accuracy on the samples whose label is this class, in percent; — when the class has no samples",

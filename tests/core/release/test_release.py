@@ -196,6 +196,7 @@ def test_html_is_offline_embeds_the_figures_and_is_small(released):
     for section in ("Acceptance checklist", "Metrics on deploy", "High-confidence audit", "Risk-coverage",
                     "Per-class errors", "Provenance", released.config["config_sha256"]):
         assert section in html
+    assert '<th class="num">one-vs-rest ECE</th>' in html       # the window's Per class tab uses the same name
     assert "<svg" in render(released, None)              # without Qt: an SVG reliability diagram instead
 
 
