@@ -5,7 +5,8 @@ the interval read off its bootstrap resamples by the request's ``interval`` meth
 Accelerations come from leave-one-out values (:mod:`calibview.core.stats.jackknife`): exact over every sample for
 the top-label binned metrics and the means (accuracy, NLL, Brier), over the seeded row subsample of the scoring
 pass for class-wise ECE. The other metrics (SmoothECE, CAL, the selective metrics, AUROC) have no cheap jackknife
-and keep the percentile interval under every method; their ``method`` says so.
+and keep the percentile interval under every method; their ``method`` says so. :func:`curve_band` is the
+kernel curve's pointwise confidence band from the resampled curves.
 """
 
 from __future__ import annotations
@@ -55,3 +56,28 @@ def estimates(values: Mapping[str, float], dists: Mapping[str, np.ndarray], sc: 
                                       nonnegative=m in intervals.BIASED_METRICS)
         out[m] = Estimate(values[m], iv.lo, iv.hi, used)
     return out
+
+
+def curve_band(curves, level: float):
+    """The pointwise bootstrap confidence band of the kernel curve: (x, lo, hi), each (257,) read-only float64,
+    x = :data:`~calibview.core.stats.smoothing.CURVE_BAND_X` and lo/hi the percentiles at ``level`` of the
+    resampled curves ``curves`` (R, 257) (NaN where fewer than half the resamples have data there); None
+    without resamples."""
+    from calibview.core.stats.smoothing import CURVE_BAND_X
+
+    if curves is None or len(curves) == 0:
+        return None
+    c = np.asarray(curves, dtype=np.float64)
+    alpha = (1.0 - level) / 2.0
+    enough = np.isfinite(c).sum(axis=0) >= 0.5 * c.shape[0]
+    with np.errstate(all="ignore"):
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)     # all-NaN columns: no data there
+            lo, hi = np.nanpercentile(c, [100 * alpha, 100 * (1 - alpha)], axis=0)
+    out = []
+    for a in (CURVE_BAND_X.copy(), np.where(enough, lo, np.nan), np.where(enough, hi, np.nan)):
+        a.setflags(write=False)
+        out.append(a)
+    return tuple(out)

@@ -48,7 +48,7 @@ from calibview.core.errors import check_cancel, report
 from calibview.core.evaluation.job import Job
 from calibview.core.evaluation.request import Setting
 from calibview.core.evaluation import cost
-from calibview.core.evaluation.estimates import estimates
+from calibview.core.evaluation.estimates import curve_band, estimates
 from calibview.core.evaluation.results import CalibratorResult, Counters, Evaluation, Scored
 
 log = logging.getLogger("calibview")
@@ -337,7 +337,8 @@ def resample_stage(job: Job) -> None:
                     check_cancel(job.cancel)
                     out = resample_part(boot, block, p)
                     for metric, v in out.items():
-                        values[(nm, p)].setdefault(metric, []).append(np.asarray(v, dtype=np.float64))
+                        v = np.asarray(v, dtype=np.float32 if metric == "curve" else np.float64)
+                        values[(nm, p)].setdefault(metric, []).append(v)
             done += 1
             stop = min(r.n_boot, (done % len(resampler) or len(resampler)) * resampler.block)
             report(job.progress, 0.6 + 0.39 * done / total, f"bootstrap {stop}/{r.n_boot}")
@@ -387,6 +388,7 @@ def calibrator_result(job: Job, name: str, b: int, s: Setting, pending: bool) ->
     values = {**common["values"], **binned["values"], **kern["values"], "auroc": sc.auroc}
     dists = job.distributions(name, b, s) if job.req.n_boot else {}
     metrics = estimates(values, dists, sc, b, job.req.level, job.req.interval)
+    band = curve_band(dists.get("curve"), job.req.level)
     warnings = list(fitted.warnings) + list(sc.notes)
     if not np.isfinite(values["nll"]):
         n_zero = int((~np.isfinite(sc.stats.nll)).sum())
@@ -397,7 +399,7 @@ def calibrator_result(job: Job, name: str, b: int, s: Setting, pending: bool) ->
         bin_acc_lo=_frozen(binned["lo"]), bin_acc_hi=_frozen(binned["hi"]), stats=common["curve_stats"],
         per_class_ece=_frozen(binned["per_class_ece"]), per_class_accuracy=_frozen(common["per_class_accuracy"]),
         per_class_count=_frozen(common["per_class_count"]), smece_sigma=common["sigma"],
-        argmax_changed=sc.argmax_changed, warnings=tuple(warnings))
+        argmax_changed=sc.argmax_changed, warnings=tuple(warnings), curve_band=band)
 
 
 def _frozen(a: np.ndarray) -> np.ndarray:

@@ -74,30 +74,38 @@ def metrics_json(rows: Sequence[dict]) -> str:
 
 
 CURVE_COLUMNS = ("model", "dataset", "split", "calibrator", "bandwidth", "kernel", "x", "curve", "band_lo",
-                 "band_hi", "density")
+                 "band_hi", "density", "curve_lo", "curve_hi")
 
 
 def curves_csv(evaluations: Iterable[Evaluation], bandwidth: float | None = None, kernel: str | None = None) -> str:
     """Long format: one row per grid point per calibrator and (bandwidth, kernel); curve/band are empty where the
     density is zero. Each evaluation is drawn at its own request's bandwidth and kernel unless both are given.
     Grid points below 1/K are left out (no top-label confidence lies there); the grid itself is unchanged, so
-    the x values stay comparable across runs."""
+    the x values stay comparable across runs. ``curve_lo``, ``curve_hi``: the curve's pointwise bootstrap
+    confidence band (CalibratorResult.curve_band, interpolated to x), empty without resamples at that setting
+    or where the curve is."""
     rows = []
     for group in run_groups(evaluations):
         pairs = ([(bandwidth, kernel)] if bandwidth is not None and kernel is not None else
                  list(dict.fromkeys((ev.request.bandwidth, ev.request.kernel) for ev in group)))
         ev = group[0]
+        bands = {(e.request.bandwidth, e.request.kernel): {r.name: r.curve_band for r in e.results} for e in group}
         for r in ev.results:
             for h, kern in pairs:
                 c = r.curve(h, kern)
+                band = bands.get((h, kern), {}).get(r.name)
+                if band is not None:
+                    b_lo, b_hi = (np.interp(c.x, band[0], band[j], left=np.nan, right=np.nan) for j in (1, 2))
                 ident = {"model": ev.run.model, "dataset": ev.run.dataset, "split": ev.request.eval_split,
                          "calibrator": r.name, "bandwidth": h, "kernel": kern}
                 first = int(np.searchsorted(c.x, 1.0 / ev.k - 1e-9)) if ev.k > 1 else 0
                 for i in range(first, c.x.shape[0]):
                     ok = bool(c.valid[i])
+                    lo_i = b_lo[i] if band is not None and ok and np.isfinite(b_lo[i]) else None
+                    hi_i = b_hi[i] if band is not None and ok and np.isfinite(b_hi[i]) else None
                     rows.append({**ident, "x": c.x[i], "curve": c.curve[i] if ok else None,
                                  "band_lo": c.band_lo[i] if ok else None, "band_hi": c.band_hi[i] if ok else None,
-                                 "density": c.density[i]})
+                                 "density": c.density[i], "curve_lo": lo_i, "curve_hi": hi_i})
     return table_csv(rows, CURVE_COLUMNS, floats=CURVE_COLUMNS[4:5] + CURVE_COLUMNS[6:])
 
 

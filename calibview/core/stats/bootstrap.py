@@ -319,14 +319,21 @@ class SampleBootstrap:
         out["debiased_ece"] = debiased_from_sums(q[:, :m], q[:, m:2 * m], q[:, 2 * m:], n)
         return out
 
-    def kernel(self, block: ResampleBlock, bandwidth: float, kernel: str) -> dict[str, np.ndarray]:
+    def kernel(self, block: ResampleBlock, bandwidth: float, kernel: str, curve: bool = False
+               ) -> dict[str, np.ndarray]:
         """(R_b,) CAL, TOT and sharpness gap (TOT - CAL) of the block's resamples at ``bandwidth`` (in units of
-        confidence) with ``kernel``."""
+        confidence) with ``kernel``; with ``curve``, also ``curve``: (R_b, 257) float32, their kernel curves at
+        :data:`~calibview.core.stats.smoothing.CURVE_BAND_X` (the confidence band's material)."""
         s = self.stats
+        curves: Optional[list] = [] if curve else None
         cal, tot = smoothing.cal_resampled(s.conf, s.correct, s.brier, bandwidth=bandwidth, kernel=kernel,
-                                           panels=block.panels(), totals=block.totals, store=self._helpers)
+                                           panels=block.panels(), totals=block.totals, store=self._helpers,
+                                           curves=curves)
         cal, tot = cal.cpu().numpy(), tot.cpu().numpy()
-        return {"cal": cal, "tot": tot, "sharpness_gap": tot - cal}
+        out = {"cal": cal, "tot": tot, "sharpness_gap": tot - cal}
+        if curves is not None:
+            out["curve"] = np.concatenate(curves)
+        return out
 
     def release(self) -> None:
         """Free the features and the per-sample helpers (rebuilt if needed)."""

@@ -52,10 +52,10 @@ def compute_part(stats: SampleStats, classwise_sums: Mapping[int, np.ndarray], p
 def resample_part(boot, block, part: tuple, *, smooth: bool = True) -> dict:
     """The (R_b,) bootstrap values of one part's metrics for one block of resamples
     (:class:`calibview.core.stats.bootstrap.SampleBootstrap`, :class:`calibview.core.stats.resampling.ResampleBlock`);
-    ``smooth=False`` skips the grid-based SmoothECE of the common part (what slices ask for, see
-    calibview.core.evaluation.slices)."""
+    ``smooth=False`` skips the grid-based SmoothECE of the common part and the kernel part's resampled curves
+    (what slices ask for, see calibview.core.evaluation.slices)."""
     if part[0] == "common":
         return boot.common(block, smooth=smooth)
     if part[0] == "binned":
         return boot.binned(block, part[1])
-    return boot.kernel(block, part[1], part[2])
+    return boot.kernel(block, part[1], part[2], curve=smooth)

@@ -32,6 +32,7 @@ from calibview.core.stats.grid import (Panels, bootstrap_weights, cached, check_
                                        sparse_binning_t, unit_vector, vector)
 
 __all__ = ["BinnedStats", "bin_stats", "SharpnessCurve", "sharpness_curve", "cal_tot", "cal_resampled", "KERNELS",
+           "effective_n", "MIN_EFFECTIVE_N",
            "CURVE_GRID", "check_curve_bandwidth"]
 
 KERNELS = ("gaussian", "epanechnikov")
@@ -179,6 +180,28 @@ def sharpness_curve(stats: BinnedStats, bandwidth: float = 0.05, kernel: str = "
                           notice=notice)
 
 
+#: below this effective number of samples under the kernel the curve is drawn as uncertain
+MIN_EFFECTIVE_N = 30
+
+
+def effective_n(stats: BinnedStats, bandwidth: float = 0.05, kernel: str = "gaussian") -> np.ndarray:
+    """(G,) Kish's effective sample size under the kernel at each grid point, (sum_i K)^2 / sum_i K^2 with
+    K = K_h(x - c_i), from the linear-binned counts (the binning's error is that of the curve itself). Where it
+    is below :data:`MIN_EFFECTIVE_N`, the curve rests on too few samples to be read closely."""
+    h = _check_bandwidth(bandwidth, stats.grid.shape[0])
+    kernel = _check_kernel(kernel)
+    g = stats.grid.shape[0]
+    dx = 1.0 / (g - 1)
+    reach = h * (8.0 if kernel == "gaussian" else 1.0)
+    half = min(g - 1, int(np.ceil(reach / dx)))
+    k = kernel_values(np.arange(-half, half + 1) * dx, h, kernel)
+    s1 = np.convolve(stats.count, k)[half:half + g]            # centred: the kernel spans -half..half nodes
+    s2 = np.convolve(stats.count, k * k)[half:half + g]
+    with np.errstate(all="ignore"):
+        out = np.where(s2 > 0, s1 * s1 / np.where(s2 > 0, s2, 1.0), 0.0)
+    return _readonly(out)
+
+
 def _cal_grid_size(h: float) -> int:
     """Grid for CAL from binned data: dx <= h / 400 (relative error ~1e-7 or less vs the dense formula)."""
     return min(1 << 20, max(1 << 14, int(math.ceil(400.0 / h)))) + 1
@@ -247,10 +270,23 @@ class _ResampledCal:
         self.unit = linear_bin(c, g, [np.ones_like(c), a, loss]).reshape(-1)
 
 
+#: the grid (in confidence) at which the resampled curves of the confidence band are kept
+CURVE_BAND_X = np.linspace(0.0, 1.0, 257)
+
+
+def _on_band_grid(fit: np.ndarray) -> np.ndarray:
+    """(R, G) curves on linspace(0, 1, G) linearly interpolated to CURVE_BAND_X, (R, 257) float32."""
+    g = fit.shape[1]
+    pos = CURVE_BAND_X * (g - 1)
+    lo = np.minimum(np.floor(pos).astype(np.int64), g - 2)
+    t = (pos - lo)[None, :]
+    return ((1.0 - t) * fit[:, lo] + t * fit[:, lo + 1]).astype(np.float32)
+
+
 def cal_resampled(conf, correct, loss, weights: Optional[torch.Tensor] = None, bandwidth: float = 0.05,
                   kernel: str = "gaussian", *, panels: Optional[Sequence[torch.Tensor]] = None,
-                  totals: Optional[np.ndarray] = None, store: Optional[dict] = None
-                  ) -> tuple[torch.Tensor, torch.Tensor]:
+                  totals: Optional[np.ndarray] = None, store: Optional[dict] = None,
+                  curves: Optional[list] = None) -> tuple[torch.Tensor, torch.Tensor]:
     """(CAL, TOT) of every bootstrap resample, each an (R,) float64 tensor.
 
     weights : (R, N) counts (float32). The grid statistics of all resamples are ``weights @ B`` with B the
@@ -258,7 +294,9 @@ def cal_resampled(conf, correct, loss, weights: Optional[torch.Tensor] = None, b
     grid with dx <= bandwidth / 50, i.e. (c_hat - x)^2 linearly interpolated at the data points: relative error
     vs the dense formula on the resampled data ~1e-5 or less (see tests); no O(N^2) work. TOT_r is the
     resample's mean loss. With ``panels``, ``totals`` (R,) gives each resample's size when it is not N (resamples
-    of groups of samples, see calibview.core.stats.bootstrap).
+    of groups of samples, see calibview.core.stats.bootstrap). ``curves``, a list, receives each block's
+    resampled kernel curves c_hat_r at :data:`CURVE_BAND_X`, (R_b, 257) float32, NaN where a resample has no
+    data within the kernel's reach (the confidence band's material).
     """
     c = unit_vector("conf", conf)
     a = unit_vector("correct", correct, c.shape[0])
@@ -292,4 +330,7 @@ def cal_resampled(conf, correct, loss, weights: Optional[torch.Tensor] = None, b
         n_block = n_r[start:stop]
         cal[start:stop] = np.sum(np.where(occupied, count * (fit - x) ** 2, 0.0), axis=1) / n_block
         tot[start:stop] = sums[:, 2].sum(axis=1) / n_block
+        if curves is not None:
+            curves.append(_on_band_grid(np.where(den > _VALID_FLOOR * den.max(axis=1, keepdims=True),
+                                                 num / np.where(den > 0, den, 1.0), np.nan)))
     return torch.from_numpy(cal), torch.from_numpy(tot)

@@ -389,3 +389,21 @@ def test_sharpness_rejects_user_errors():
         cal_tot(conf, correct, np.where(np.arange(100) == 3, np.inf, loss))
     with pytest.raises(CalibviewError):
         cal_resampled(conf, correct, loss, torch.ones(2, 50))
+
+
+@pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov"])
+def test_effective_n_is_kish_under_the_kernel(kernel):
+    from calibview.core.stats.grid import kernel_values
+    from calibview.core.stats.smoothing import bin_stats, effective_n
+
+    rng = np.random.default_rng(12)
+    conf = np.r_[rng.beta(8, 2, 3000), rng.uniform(0.1, 0.3, 13)]
+    correct = (rng.random(conf.size) < conf).astype(float)
+    st = bin_stats(conf, correct, correct)
+    ne = effective_n(st, 0.05, kernel)
+    for x in (0.2, 0.5, 0.8, 0.95):
+        k = kernel_values(x - conf, 0.05, kernel)
+        ref = k.sum() ** 2 / (k * k).sum()
+        i = int(round(x * (st.grid.size - 1)))
+        assert ne[i] == pytest.approx(ref, rel=2e-3), x
+    assert ne[int(0.2 * (st.grid.size - 1))] < 30 < ne[int(0.8 * (st.grid.size - 1))]
