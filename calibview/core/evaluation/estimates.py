@@ -67,17 +67,20 @@ def curve_band(curves, level: float):
 
     if curves is None or len(curves) == 0:
         return None
-    c = np.asarray(curves, dtype=np.float64)
+    s = np.sort(np.asarray(curves, dtype=np.float64), axis=0)        # NaN (no data there) sorts last
     alpha = (1.0 - level) / 2.0
-    enough = np.isfinite(c).sum(axis=0) >= 0.5 * c.shape[0]
-    with np.errstate(all="ignore"):
-        import warnings
-
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)     # all-NaN columns: no data there
-            lo, hi = np.nanpercentile(c, [100 * alpha, 100 * (1 - alpha)], axis=0)
+    finite = np.isfinite(s).sum(axis=0)
+    enough = finite >= 0.5 * s.shape[0]
+    cols = np.arange(s.shape[1])
+    ends = []
+    for q in (alpha, 1.0 - alpha):              # np.percentile's linear rule over each column's finite values
+        pos = q * np.maximum(finite - 1, 0)
+        lo_i = np.floor(pos).astype(np.int64)
+        hi_i = np.minimum(lo_i + 1, np.maximum(finite - 1, 0))
+        t = pos - lo_i
+        ends.append((1.0 - t) * s[lo_i, cols] + t * s[hi_i, cols])
     out = []
-    for a in (CURVE_BAND_X.copy(), np.where(enough, lo, np.nan), np.where(enough, hi, np.nan)):
+    for a in (CURVE_BAND_X.copy(), np.where(enough, ends[0], np.nan), np.where(enough, ends[1], np.nan)):
         a.setflags(write=False)
         out.append(a)
     return tuple(out)
