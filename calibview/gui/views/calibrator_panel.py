@@ -52,7 +52,7 @@ class CalibratorPanel(QtWidgets.QWidget):
         self.n_boot.setRange(0, 10000)
         self.n_boot.setSingleStep(100)
         self.n_boot.setValue(session.n_boot)
-        self.n_boot.setToolTip("Percentile bootstrap resamples for every interval (0: no intervals)")
+        self.n_boot.setToolTip("Bootstrap resamples for every interval (0: no intervals); a long bootstrap asks first")
         options.addRow("Bootstrap resamples", self.n_boot)
         grid.addLayout(options)
         self.fit_button = QtWidgets.QPushButton("Fit && evaluate")
@@ -115,7 +115,25 @@ class CalibratorPanel(QtWidgets.QWidget):
         self.session.options = tuple((n, tuple(o.items())) for n, o in options.items()
                                      if n in self.session.calibrators)
         self.session.n_boot = self.n_boot.value()
-        self.session.evaluate()
+        if self.confirm_cost():
+            self.session.evaluate()
+
+    def confirm_cost(self) -> bool:
+        """Ask before a bootstrap estimated above a minute (calibview.core.evaluation.cost); True to go on."""
+        from calibview.core.evaluation import cost
+
+        req, run = self.session.build_request(), self.session.run
+        if req is None or run is None or not req.n_boot:
+            return True
+        est = cost.bootstrap_cost(run.split(req.eval_split).n, run.k, req.n_boot, len(req.calibrators))
+        if est.seconds <= cost.ANNOUNCE_S:
+            return True
+        answer = QtWidgets.QMessageBox.question(
+            self, "A long bootstrap",
+            f"{req.n_boot:,} resamples of {run.split(req.eval_split).n:,} samples for {len(req.calibrators)} "
+            f"calibrators will take {est.describe()} (estimated). Evaluate anyway? "
+            "Fewer resamples give a quicker answer.")
+        return answer == QtWidgets.QMessageBox.StandardButton.Yes
 
     def _on_session_selection_changed(self) -> None:
         run = self.session.run
