@@ -11,7 +11,7 @@ kernel curve's pointwise confidence band from the resampled curves.
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Mapping, NamedTuple
 
 import numpy as np
 
@@ -58,11 +58,23 @@ def estimates(values: Mapping[str, float], dists: Mapping[str, np.ndarray], sc: 
     return out
 
 
-def curve_band(curves, level: float):
-    """The pointwise bootstrap confidence band of the kernel curve: (x, lo, hi), each (257,) read-only float64,
-    x = :data:`~calibview.core.stats.smoothing.CURVE_BAND_X` and lo/hi the percentiles at ``level`` of the
-    resampled curves ``curves`` (R, 257) (NaN where fewer than half the resamples have data there); None
-    without resamples."""
+class CurveBand(NamedTuple):
+    """The kernel curve's pointwise bootstrap confidence band: ``x``, ``lo``, ``hi`` (257,) read-only float64
+    (confidence; accuracy bounds, NaN where fewer than half the resamples have data), at ``bandwidth`` and
+    ``kernel`` (those of the curve it belongs to) and ``level``."""
+
+    x: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    bandwidth: float
+    kernel: str
+    level: float
+
+
+def curve_band(curves, level: float, bandwidth: float, kernel: str):
+    """The :class:`CurveBand` of the resampled curves ``curves`` (R, 257) at
+    :data:`~calibview.core.stats.smoothing.CURVE_BAND_X`: their percentiles at ``level``; None without
+    resamples."""
     from calibview.core.stats.smoothing import CURVE_BAND_X
 
     if curves is None or len(curves) == 0:
@@ -83,4 +95,4 @@ def curve_band(curves, level: float):
     for a in (CURVE_BAND_X.copy(), np.where(enough, ends[0], np.nan), np.where(enough, ends[1], np.nan)):
         a.setflags(write=False)
         out.append(a)
-    return tuple(out)
+    return CurveBand(*out, float(bandwidth), kernel, float(level))

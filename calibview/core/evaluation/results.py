@@ -47,9 +47,9 @@ class CalibratorResult:
     smece_sigma: float
     argmax_changed: float               # fraction of evaluation samples whose arg-max the calibrator moved
     warnings: tuple[str, ...] = ()
-    #: the kernel curve's pointwise bootstrap confidence band (x, lo, hi), each (257,) float64 on [0, 1] at the
-    #: request's level and bandwidth (calibview.core.evaluation.estimates.curve_band); None without resamples.
-    #: Unlike the sharpness band, this is a confidence interval for the curve.
+    #: the kernel curve's pointwise bootstrap confidence band (calibview.core.evaluation.estimates.CurveBand:
+    #: x, lo, hi (257,) on [0, 1], at the setting's bandwidth and kernel and the request's level); None without
+    #: resamples. Unlike the sharpness band, this is a confidence interval for the curve.
     curve_band: Optional[tuple] = None
 
     def curve(self, bandwidth: float, kernel: str = "gaussian") -> smoothing.SharpnessCurve:

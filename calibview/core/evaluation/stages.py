@@ -389,7 +389,8 @@ def calibrator_result(job: Job, name: str, b: int, s: Setting, pending: bool) ->
     dists = job.distributions(name, b, s) if job.req.n_boot else {}
     metrics = estimates(values, dists, sc, b, job.req.level, job.req.interval)
     key = job.dist_key(name, ("kernel", s.bandwidth, s.kernel)) + ("band", job.req.level)
-    band = job.cache.get_or_build(key, lambda: curve_band(dists.get("curve"), job.req.level)) \
+    band = job.cache.get_or_build(key, lambda: curve_band(dists.get("curve"), job.req.level, s.bandwidth,
+                                                          s.kernel)) \
         if "curve" in dists else None
     warnings = list(fitted.warnings) + list(sc.notes)
     if not np.isfinite(values["nll"]):

@@ -89,13 +89,14 @@ def curves_csv(evaluations: Iterable[Evaluation], bandwidth: float | None = None
         pairs = ([(bandwidth, kernel)] if bandwidth is not None and kernel is not None else
                  list(dict.fromkeys((ev.request.bandwidth, ev.request.kernel) for ev in group)))
         ev = group[0]
-        bands = {(e.request.bandwidth, e.request.kernel): {r.name: r.curve_band for r in e.results} for e in group}
+        bands = {(r.curve_band.bandwidth, r.curve_band.kernel, r.name): r.curve_band for e in group for r in e.results
+                 if r.curve_band is not None}
         for r in ev.results:
             for h, kern in pairs:
                 c = r.curve(h, kern)
-                band = bands.get((h, kern), {}).get(r.name)
+                band = bands.get((h, kern, r.name))
                 if band is not None:
-                    b_lo, b_hi = (np.interp(c.x, band[0], band[j], left=np.nan, right=np.nan) for j in (1, 2))
+                    b_lo, b_hi = (np.interp(c.x, band.x, v, left=np.nan, right=np.nan) for v in (band.lo, band.hi))
                 ident = {"model": ev.run.model, "dataset": ev.run.dataset, "split": ev.request.eval_split,
                          "calibrator": r.name, "bandwidth": h, "kernel": kern}
                 first = int(np.searchsorted(c.x, 1.0 / ev.k - 1e-9)) if ev.k > 1 else 0

@@ -34,7 +34,7 @@ def test_the_band_is_the_percentiles_of_the_resampled_curves(tmp_path):
     path = _write(tmp_path / "b.h5")
     ev = evaluate(EvalRequest(file=path, run="net/toy", calibrators=("none",), n_boot=60, seed=3, bandwidth=0.1))
     r = ev.result("none")
-    x, lo, hi = r.curve_band
+    x, lo, hi = r.curve_band.x, r.curve_band.lo, r.curve_band.hi
     d = read_split(path, "net/toy", "test")
     zz = np.asarray(d.scores, dtype=np.float64)
     p = np.exp(zz - zz.max(1, keepdims=True))
