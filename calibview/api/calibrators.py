@@ -106,9 +106,7 @@ class Calibrator:
             raise CalibviewError(f"This {type(self).__name__} is not fitted yet; call .fit(logits, labels) first.")
         return fitted
 
-    def predict_logits(self, logits: ArrayLike):
-        """(N, K) float64 calibrated log-probabilities of ``logits`` (N, K), chunk by chunk as ``calibview
-        apply`` computes them (log 0 = -inf where a calibrator gives an exact zero)."""
+    def _apply(self, logits: ArrayLike, proba: bool):
         fitted = self._fitted()
         scores = logit_scores(logits)
         if scores.shape[1] != fitted.k:
@@ -118,14 +116,21 @@ class Calibrator:
         out = torch.empty((n, fitted.k), dtype=torch.float64, device=scores.device)
         rows = chunk_rows(fitted.k)
         with torch.no_grad():
+            # calibview apply's chunks and torch's exp: the last bits of a row depend on both
             for start in range(0, n, rows):
-                out[start:start + rows] = fitted.apply(scores[start:start + rows])
+                lp = fitted.apply(scores[start:start + rows])
+                out[start:start + rows] = lp.exp() if proba else lp
         return out if isinstance(logits, torch.Tensor) else out.cpu().numpy()
 
+    def predict_logits(self, logits: ArrayLike):
+        """(N, K) float64 calibrated log-probabilities of ``logits`` (N, K), chunk by chunk as ``calibview
+        apply`` computes them (log 0 = -inf where a calibrator gives an exact zero)."""
+        return self._apply(logits, proba=False)
+
     def predict_proba(self, logits: ArrayLike):
-        """(N, K) float64 calibrated probabilities of ``logits`` (N, K): exp of :meth:`predict_logits`."""
-        lp = self.predict_logits(logits)
-        return lp.exp() if isinstance(lp, torch.Tensor) else np.exp(lp)
+        """(N, K) float64 calibrated probabilities of ``logits`` (N, K), bit for bit those that ``calibview
+        apply`` writes: torch's exp of :meth:`predict_logits`, chunk by chunk."""
+        return self._apply(logits, proba=True)
 
     # --- JSON ------------------------------------------------------------------------------------------------
 
