@@ -7,7 +7,39 @@ This layer sits beside the command line and the window: it uses the core and the
 imports it."""
 
 #: public name -> the submodule of calibview.api that defines it (resolved on first use)
-EXPORTS: dict[str, str] = {}
+EXPORTS: dict[str, str] = {
+    "accuracy": "metrics",
+    "nll": "metrics",
+    "brier": "metrics",
+    "ece": "metrics",
+    "mce": "metrics",
+    "rmsce": "metrics",
+    "ace": "metrics",
+    "classwise_ece": "metrics",
+    "debiased_ece": "metrics",
+    "smece": "metrics",
+    "cal_tot": "metrics",
+    "CalTot": "metrics",
+    "aurc": "metrics",
+    "auroc": "metrics",
+    "reliability": "metrics",
+    "ReliabilityTable": "metrics",
+    "sharpness_curve": "metrics",
+    "calibrator": "calibrators",
+    "load_calibrator": "calibrators",
+    "Calibrator": "calibrators",
+    "Uncalibrated": "calibrators",
+    "TemperatureScaling": "calibrators",
+    "GridTemperatureScaling": "calibrators",
+    "VectorScaling": "calibrators",
+    "MatrixScaling": "calibrators",
+    "DirichletCalibration": "calibrators",
+    "HistogramBinning": "calibrators",
+    "IsotonicCalibration": "calibrators",
+    "PlattScaling": "calibrators",
+    "BetaCalibration": "calibrators",
+    "MRR": "calibrators",
+}
 
 
 def __getattr__(name: str):
