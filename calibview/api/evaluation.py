@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from dataclasses import replace
 from typing import Any, Mapping, Optional, Sequence, Union
 
 import numpy as np
@@ -161,6 +162,10 @@ def evaluate(scores=None, labels=None, *, fit=None, probs: bool = False,
 
     Returns a :class:`~calibview.api.result.Result`. Bad input raises :class:`calibview.CalibviewError` with the
     one-sentence message the file reader gives for the same problem."""
+    if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)):
+        raise ParameterError(f"n_boot must be a whole number of resamples, not {n_boot!r}.", "n_boot")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise ParameterError(f"seed must be a whole number, not {seed!r}.", "seed")
     names = _names(calibrators)
     kind = "probs" if probs else "logits"
     splits, pretty = {}, {}
@@ -190,11 +195,6 @@ def evaluate(scores=None, labels=None, *, fit=None, probs: bool = False,
     req = EvalRequest(file=run.path, run=run.info.name, eval_split=TEST, fit_split=FIT if fit is not None else None,
                       calibrators=names, bins=first.bins, n_boot=n_boot, seed=seed, level=level,
                       bandwidth=first.bandwidth, kernel=first.kernel, device=device, options=opts)
-    if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)):
-        raise ParameterError(f"n_boot must be a whole number of resamples, not {n_boot!r}.", "n_boot")
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-        raise ParameterError(f"seed must be a whole number, not {seed!r}.", "seed")
-    from dataclasses import replace
     for s in settings:                  # every setting refused before any work, as the command line does
         check_request(replace(req, bins=s.bins, bandwidth=s.bandwidth, kernel=s.kernel))
     engine = Engine()
