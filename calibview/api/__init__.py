@@ -1,4 +1,4 @@
-"""The Python API for notebooks and scripts, on arrays: ``evaluate`` and its :class:`Result` (``evaluate``,
+"""The Python API for notebooks and scripts, on arrays: ``evaluate`` and its :class:`Result` (``evaluation``,
 ``result``), one-off metric functions (``metrics``), scikit-learn-style calibrators (``calibrators``) and logits
 collected from a torch model (``collect``). ``import calibview`` exposes these names lazily (``calibview.ece``,
 ``calibview.evaluate``, ...), so importing the package costs no torch until one is used.
@@ -6,8 +6,11 @@ collected from a torch model (``collect``). ``import calibview`` exposes these n
 This layer sits beside the command line and the window: it uses the core and the figures, and nothing below
 imports it."""
 
-#: public name -> the submodule of calibview.api that defines it (resolved on first use)
+#: public name -> the submodule of calibview.api that defines it, or a full module path (resolved on first use)
 EXPORTS: dict[str, str] = {
+    "evaluate": "evaluation",
+    "Result": "result",
+    "CalibviewError": "calibview.core.errors",
     "accuracy": "metrics",
     "nll": "metrics",
     "brier": "metrics",
@@ -47,7 +50,8 @@ def __getattr__(name: str):
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     import importlib
 
-    return getattr(importlib.import_module(f"{__name__}.{EXPORTS[name]}"), name)
+    where = EXPORTS[name]
+    return getattr(importlib.import_module(where if "." in where else f"{__name__}.{where}"), name)
 
 
 def __dir__():

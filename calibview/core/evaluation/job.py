@@ -26,7 +26,7 @@ import torch
 
 from calibview.core import calibrators as calib
 from calibview.core.io import memory
-from calibview.core.io import discovery
+from calibview.core.io import arrays, discovery
 from calibview.core.io import logits as lg
 from calibview.core.io import shards, stream
 from calibview.core.stats.resampling import Resampler, bootstrap_units
@@ -42,11 +42,20 @@ from calibview.core.evaluation.results import Evaluation, Scored
 COUNTS_BUDGET = 512 << 20
 
 
+def source_of(file: str):
+    """The reader of ``file``: :mod:`calibview.core.io.arrays` for the pseudo-path of in-memory arrays,
+    :mod:`~calibview.core.io.shards` for a glob, else :mod:`~calibview.core.io.logits` (one HDF5 file). Each has
+    ``read_split``; arrays and shards also ``list_runs`` (a file's runs are :mod:`~calibview.core.io.discovery`'s)."""
+    if arrays.is_memory(file):
+        return arrays
+    return shards if shards.is_pattern(file) else lg
+
+
 class Job:
     """The state of one request while it runs through the stages.
 
     Resolved (and checked: the run and the splits it needs must exist) on construction: ``device``, ``source``
-    (the split reader: :mod:`calibview.core.io.logits`, or :mod:`~calibview.core.io.shards` for a glob), ``run_info``,
+    (the split reader: :func:`source_of`), ``run_info``,
     ``n`` (samples of the evaluation split), ``k`` (classes), ``bins_of`` (setting -> resolved bin count),
     ``all_bins`` (the distinct bin counts, sorted), ``names`` (the calibrators, in the request's order) and
     ``needs_fit`` (False when every calibrator is ``none`` or given). Entries of ``cache`` whose file changed on
@@ -65,8 +74,8 @@ class Job:
         self.progress, self.cancel, self.on_partial = progress, cancel, on_partial
         self.t0 = time.perf_counter() if t0 is None else t0
         self.device = resolve_device(req.device)
-        self.source = shards if shards.is_pattern(req.file) else lg
-        self.run_info = discovery.find_run((shards if shards.is_pattern(req.file) else discovery)
+        self.source = source_of(req.file)
+        self.run_info = discovery.find_run((discovery if self.source is lg else self.source)
                                            .list_runs(req.file), req.run)
         self.ident = file_identity(req.file)
         self.cache.forget_file(req.file, self.ident)
@@ -133,7 +142,7 @@ class Job:
         memory; or, above the memory budget, a :class:`~calibview.core.io.stream.StreamedSplit` (appended to
         ``opened``: the caller closes it) and its labels. ``span``: the progress range of the read."""
         info = self.run_info.split(name)
-        if memory.memory_bytes(info) > self.budget:
+        if self.source is not arrays and memory.memory_bytes(info) > self.budget:   # arrays: in memory already
             split = stream.StreamedSplit(self.req.file, self.run_info, name, device=self.device,
                                          chunk_rows=self.req.chunk_rows)
             opened.append(split)

@@ -1,0 +1,207 @@
+"""``calibview.evaluate``: the engine on arrays still in memory (a notebook right after training).
+
+The arrays become an in-memory run (:mod:`calibview.core.io.arrays`) with the splits ``fit`` and ``test``, which
+the engine reads as it reads a file: ``evaluate(...).rows`` are exactly the records of ``calibview metrics
+--json --fit-split fit --eval-split test`` on the same arrays written to an HDF5 file
+(``/<model>/<dataset>/{fit,test}``). Everything the engine does applies: every metric and calibrator, bootstrap
+intervals, ablation lists, the cache (a :class:`~calibview.api.result.Result` keeps its engine, so its report and
+figures reuse the fits and scores).
+
+The module is not called ``evaluate``: importing a submodule sets it as an attribute of its package, and
+``calibview.api.evaluate`` would then be this module, not the function.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from dataclasses import replace
+from typing import Any, Mapping, Optional, Sequence, Union
+
+import numpy as np
+import torch
+
+from calibview.api.result import Result
+from calibview.core import calibrators as calib
+from calibview.core.errors import CalibviewError, ParameterError
+from calibview.core.evaluation import defaults
+from calibview.core.evaluation.engine import Engine
+from calibview.core.evaluation.request import EvalRequest, Setting, check_request
+from calibview.core.io import arrays
+
+__all__ = ["evaluate"]
+
+#: how messages name the arrays (the parameters as the caller spells them)
+LABEL = "calibview.evaluate"
+FIT, TEST = "fit", "test"
+
+
+def _numpy(x: Any, what: str) -> np.ndarray:
+    """``x`` as a numpy array without a copy where one is not needed: a CPU tensor shares its memory, a GPU
+    tensor is copied to the host once, bfloat16 (which numpy lacks) becomes float32."""
+    if isinstance(x, torch.Tensor):
+        t = x.detach()
+        if t.dtype == torch.bfloat16:
+            t = t.float()
+        return t.cpu().numpy() if t.device.type != "cpu" else t.numpy()
+    if x is None:
+        raise CalibviewError(f"{LABEL}: {what} is missing; give an (N, K) array of scores and (N,) labels.")
+    return np.asarray(x)
+
+
+def _names(calibrators: Union[str, Sequence[str]]) -> tuple[str, ...]:
+    """The calibrator names: a sequence, one name, or a comma-separated string; unknown names refused."""
+    items = calibrators.split(",") if isinstance(calibrators, str) else list(calibrators)
+    names = tuple(dict.fromkeys(str(c).strip() for c in items if str(c).strip()))
+    if not names:
+        raise ParameterError("calibrators is empty; give a list such as ['none', 'ts'].", "calibrators")
+    for name in names:
+        if name not in defaults.KNOWN_CALIBRATORS:
+            raise CalibviewError(f"Unknown calibrator {name!r}; choose from {', '.join(defaults.KNOWN_CALIBRATORS)}.")
+    return names
+
+
+def _as_list(value) -> list:
+    """A setting given as one value or a list of values (an ablation), as a list without repeats."""
+    items = list(value) if isinstance(value, (list, tuple)) else [value]
+    if not items:
+        raise CalibviewError("An ablation list is empty; give at least one value.")
+    return list(dict.fromkeys(items))
+
+
+def _settings(bins, bandwidth, kernel) -> list[Setting]:
+    """Every (bins, bandwidth, kernel) of the lists, bins outermost: the command line's ablation grid."""
+    out = []
+    for b in _as_list(bins):
+        b = b.lower() if isinstance(b, str) else b
+        for h in _as_list(bandwidth):
+            if isinstance(h, bool) or not isinstance(h, (int, float, np.floating, np.integer)):
+                raise CalibviewError(f"The bandwidth must be a positive number, not {h!r}.")
+            for k in _as_list(kernel):
+                out.append(Setting(b, float(h), str(k).lower()))
+    return out
+
+
+def _options(options: Optional[Mapping[str, Mapping[str, Any]]], names: tuple[str, ...]) -> tuple:
+    """``{"hb": {"bins": 20}}`` as EvalRequest's nested tuples; options of a calibrator not asked for refused."""
+    out = []
+    for name, opts in (options or {}).items():
+        if name not in names:
+            raise ParameterError(f"options for {name!r}, which is not among calibrators ({', '.join(names)}).",
+                                 "options")
+        if not isinstance(opts, Mapping):
+            raise ParameterError(f"options[{name!r}] must be a dict of constructor options, such as "
+                                 f"{{'bins': 20}}.", "options")
+        calib.configured(name, dict(opts))
+        out.append((name, tuple(opts.items())))
+    return tuple(out)
+
+
+def _pair(fit) -> tuple:
+    """The (scores, labels) pair of ``fit``."""
+    if not (isinstance(fit, (tuple, list)) and len(fit) == 2):
+        raise ParameterError("fit must be a (scores, labels) pair: the arrays the calibrators are fitted on.", "fit")
+    return fit[0], fit[1]
+
+
+class _Progress:
+    """``progress(fraction, message)`` as a tqdm bar (tqdm.auto: a widget in a notebook) when tqdm is installed,
+    else one plain line on stderr rewritten in place."""
+
+    def __init__(self) -> None:
+        try:
+            from tqdm.auto import tqdm
+        except ImportError:
+            self.bar, self._last = None, -1
+        else:
+            self.bar = tqdm(total=100, desc="calibview", unit="%", leave=True,
+                            bar_format="{desc}: {percentage:3.0f}%|{bar}| {postfix}")
+
+    def __call__(self, fraction: float, message: str) -> None:
+        pct = int(round(100 * min(max(fraction, 0.0), 1.0)))
+        if self.bar is not None:
+            self.bar.update(pct - self.bar.n)
+            self.bar.set_postfix_str(message[:60], refresh=False)
+        elif pct != self._last:
+            self._last = pct
+            sys.stderr.write(f"\rcalibview: {pct:3d}% {message[:70]:70s}")
+            sys.stderr.flush()
+
+    def close(self) -> None:
+        """End the bar (or the line)."""
+        if self.bar is not None:
+            self.bar.close()
+        else:
+            sys.stderr.write("\n")
+            sys.stderr.flush()
+
+
+def evaluate(scores=None, labels=None, *, fit=None, probs: bool = False,
+             calibrators: Union[str, Sequence[str]] = ("none",), bins: Union[int, str, Sequence] = 15,
+             bandwidth: Union[float, Sequence[float]] = 0.05, kernel: Union[str, Sequence[str]] = "gaussian",
+             n_boot: int = 1000, seed: int = 0, level: float = 0.95, device: str = "auto",
+             options: Optional[Mapping[str, Mapping[str, Any]]] = None, progress: bool = False,
+             class_names: Optional[Sequence[str]] = None, meta: Optional[Mapping[str, Any]] = None,
+             model: str = "model", dataset: str = "data") -> Result:
+    """Evaluate the calibration of ``scores`` against ``labels``, with calibrators fitted on ``fit``.
+
+    scores : (N, K) logits, or probabilities with ``probs=True``; numpy or torch, float16, float32 or float64
+        (float32 and float64 are used in place, never copied to float64; float16 is widened to float32).
+    labels : (N,) integer class indices 0..K-1.
+    fit : a (scores (N_fit, K), labels (N_fit,)) pair of held-out arrays, the same kind as ``scores``; required
+        for any calibrator other than ``none``.
+    calibrators : names (``none``, ``ts``, ``ts-grid``, ``hb``, ``ir``, ``platt``, ``beta``, ``mrr``, ``vs``,
+        ``ms``, ``dirichlet``); ``options`` their constructor options, ``{"hb": {"bins": 20}}``.
+    bins, bandwidth, kernel : the binned metrics' bin count (or "auto"), the kernel bandwidth (confidence units)
+        and kernel of CAL and the diagram; a list gives one row per combination (an ablation, bins outermost).
+    n_boot, seed, level : bootstrap resamples per interval (0: none), their seed, the interval level in (0, 1).
+    device : "auto" (CUDA when available), "cpu" or "cuda".
+    progress : show a progress bar (tqdm if installed, else a plain line on stderr).
+    class_names : K strings; meta : ``{column: (N,) values}`` of the test samples (metadata columns).
+    model, dataset : the run's name in the records ("model/data").
+
+    Returns a :class:`~calibview.api.result.Result`. Bad input raises :class:`calibview.CalibviewError` with the
+    one-sentence message the file reader gives for the same problem."""
+    if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)):
+        raise ParameterError(f"n_boot must be a whole number of resamples, not {n_boot!r}.", "n_boot")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise ParameterError(f"seed must be a whole number, not {seed!r}.", "seed")
+    names = _names(calibrators)
+    kind = "probs" if probs else "logits"
+    splits, pretty = {}, {}
+    if fit is not None:
+        fs, fl = _pair(fit)
+        splits[FIT] = (kind, _numpy(fs, "fit[0]"), _numpy(fl, "fit[1]"))
+        pretty[FIT] = ("fit[0]", "fit[1]")
+    splits[TEST] = (kind, _numpy(scores, "scores"), _numpy(labels, "labels"))
+    pretty[TEST] = ("scores", "labels")
+    needing = [c for c in names if c != "none"]
+    if needing and fit is None:
+        raise ParameterError(f"Calibrators other than 'none' ({', '.join(needing)}) need fit=(scores, labels), the "
+                             f"held-out arrays they are fitted on.", "fit")
+    settings = _settings(bins, bandwidth, kernel)
+    opts = _options(options, names)
+    run = arrays.register(model, dataset, splits, label=LABEL, names=pretty, class_names=class_names,
+                          meta={TEST: meta} if meta else None)
+    binary = [c for c in names if calib.get(c).binary_only]
+    if binary and run.info.k != 2:          # as the command line does: skipped with a warning
+        names = tuple(c for c in names if c not in binary)
+        if not names:
+            raise ParameterError(f"{', '.join(binary)} calibrate binary problems only (K = 2), but the scores have "
+                                 f"K = {run.info.k} classes; choose other calibrators.", "calibrators")
+        logging.getLogger("calibview").warning(f"run {run.info.name} has K = {run.info.k} classes: skipping "
+                                               f"{', '.join(binary)} (binary problems only).")
+    first = settings[0]
+    req = EvalRequest(file=run.path, run=run.info.name, eval_split=TEST, fit_split=FIT if fit is not None else None,
+                      calibrators=names, bins=first.bins, n_boot=n_boot, seed=seed, level=level,
+                      bandwidth=first.bandwidth, kernel=first.kernel, device=device, options=opts)
+    for s in settings:                  # every setting refused before any work, as the command line does
+        check_request(replace(req, bins=s.bins, bandwidth=s.bandwidth, kernel=s.kernel))
+    engine = Engine()
+    bar = _Progress() if progress else None
+    try:
+        evaluations = engine.evaluate_settings(req, settings, progress=bar)
+    finally:
+        if bar is not None:
+            bar.close()
+    return Result(evaluations, engine=engine, run=run, settings=settings)

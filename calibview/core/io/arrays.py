@@ -1,0 +1,150 @@
+"""Runs held in memory: arrays that the engine reads as it reads a file, beside the file reader
+(:mod:`calibview.core.io.logits`), the shards (:mod:`~calibview.core.io.shards`) and the streamed splits
+(:mod:`~calibview.core.io.stream`).
+
+:func:`register` validates the arrays by the rules of the format (:mod:`calibview.core.io.checks`, the same
+one-sentence messages, naming the arrays as the caller spells them) and returns an :class:`ArrayRun` whose
+``path`` is a unique pseudo-path (``"<arrays:...>"``). An :class:`~calibview.core.evaluation.request.EvalRequest`
+naming that path is read from the arrays: :func:`list_runs` and :func:`read_split` answer as
+:func:`~calibview.core.io.discovery.list_runs` and :func:`~calibview.core.io.logits.read_split` do on a file
+holding the same arrays, with the same :class:`~calibview.core.io.schema.RunInfo` and
+:class:`~calibview.core.io.schema.SplitData`. Nothing is copied that the file reader would not produce: float32
+and float64 scores are handed on as read-only views of the caller's arrays, float16 is widened to float32 (as
+the reader widens it), labels become int64.
+
+The registry holds the runs weakly: a run lives as long as its :class:`ArrayRun` is referenced (by the result
+that evaluated it), and a path is never reused, so the engine's cache keys of different arrays never meet.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import uuid
+import weakref
+from types import MappingProxyType
+from typing import Mapping, Optional, Sequence, Union
+
+import numpy as np
+
+from calibview.core.errors import CalibviewError, Progress, check_cancel, report
+from calibview.core.io import meta as md
+from calibview.core.io.checks import validate_arrays
+from calibview.core.io.schema import RunInfo, SplitData, SplitInfo
+
+PREFIX = "<arrays:"
+
+_RUNS: "weakref.WeakValueDictionary[str, ArrayRun]" = weakref.WeakValueDictionary()
+_LOCK = threading.Lock()
+_COUNTER = itertools.count(1)
+
+
+class ArrayRun:
+    """One run of in-memory splits: ``path`` (the pseudo-path a request names as its file), ``info`` (the
+    RunInfo, ``info.name`` is "model/dataset") and ``data`` (split name -> validated SplitData: scores (N, K)
+    float32/float64 read-only, labels (N,) int64 read-only), ``meta`` (split name -> column -> (N,) array)."""
+
+    def __init__(self, path: str, info: RunInfo, data: Mapping[str, SplitData],
+                 meta: Mapping[str, Mapping[str, np.ndarray]]) -> None:
+        self.path, self.info = path, info
+        self.data = MappingProxyType(dict(data))
+        self.meta = MappingProxyType({k: MappingProxyType(dict(v)) for k, v in meta.items()})
+
+    def __repr__(self) -> str:
+        sizes = ", ".join(f"{s.name} {s.n} x {s.k}" for s in self.info.splits)
+        return f"ArrayRun({self.path}, {self.info.name}: {sizes})"
+
+
+def is_memory(path) -> bool:
+    """True if ``path`` is the pseudo-path of an in-memory run (alive or not)."""
+    return isinstance(path, str) and path.startswith(PREFIX)
+
+
+def _native(a: np.ndarray) -> np.ndarray:
+    """``a`` in native byte order and C order: the array itself when it already is (no copy)."""
+    return np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("="))
+
+
+def _read_only(a: np.ndarray) -> np.ndarray:
+    """A read-only view of ``a`` (the caller's array keeps its own flags)."""
+    v = a.view()
+    v.flags.writeable = False
+    return v
+
+
+def register(model: str, dataset: str, splits: Mapping[str, tuple[str, object, object]], *,
+             label: str = "arrays", names: Optional[Mapping[str, tuple[str, str]]] = None,
+             class_names: Optional[Sequence[str]] = None,
+             meta: Optional[Mapping[str, Mapping[str, object]]] = None,
+             attrs: Optional[Mapping[str, str]] = None) -> ArrayRun:
+    """Validate ``splits`` ({name: (kind "logits" | "probs", scores (N, K) float16/32/64, labels (N,) int)}) by
+    the reading rules and hold them as one run ``model/dataset``; ``meta`` ({split: {column: (N,) values}}) and
+    ``class_names`` (K strings) as the writer takes them. Messages start with ``label`` and name each split's
+    arrays by ``names[split]`` ((scores name, labels name); default "<split> scores" / "<split> labels")."""
+    names = dict(names or {})
+    checked: dict[str, tuple[str, np.ndarray, np.ndarray]] = {}
+    stored: dict[str, str] = {}
+    for split, (kind, scores, labels) in splits.items():
+        sname, lname = names.get(split, (f"{split} scores", f"{split} labels"))
+        s, y = validate_arrays(label, sname, lname, kind, scores, labels)
+        stored[split] = str(s.dtype)
+        s = _native(s.astype(np.float32) if s.dtype.itemsize < 4 else s)     # float16 widened, as read_split does
+        y = y if y.dtype == np.int64 else y.astype(np.int64)
+        checked[split] = (kind, s, _native(y))
+    ks = {split: s.shape[1] for split, (_, s, _) in checked.items()}
+    if len(set(ks.values())) > 1:
+        detail = ", ".join(f"{names.get(sp, (sp,))[0]} K = {k}" for sp, k in ks.items())
+        raise CalibviewError(f"{label}: the splits have different class counts ({detail}); a run's splits must "
+                             f"share their classes.")
+    k = next(iter(ks.values()))
+    cnames = None if class_names is None else tuple(str(c) for c in class_names)
+    if cnames is not None and len(cnames) != k:
+        raise CalibviewError(f"{label}: {len(cnames)} class names were given but the scores have K = {k} columns.")
+    columns: dict[str, dict[str, np.ndarray]] = {}
+    for split, cols in (meta or {}).items():
+        if split not in checked:
+            raise CalibviewError(f"{label}: metadata was given for split '{split}', which is not among the splits "
+                                 f"({', '.join(checked)}).")
+        for column, values in (cols or {}).items():
+            md.check_name(label, f"meta of {split}", column)
+            columns.setdefault(split, {})[column] = md.validate(label, f"meta[{column!r}]", values,
+                                                                checked[split][1].shape[0])
+    path = f"{PREFIX}{next(_COUNTER)}:{uuid.uuid4().hex[:12]}>"
+    run_path = "/" + "/".join([model] + ([dataset] if dataset else []))
+    infos = tuple(SplitInfo(name=split, path=f"{run_path}/{split}", n=int(s.shape[0]), k=k, kind=kind,
+                            dtype=stored[split], meta=tuple(columns.get(split, {})))
+                  for split, (kind, s, _) in checked.items())
+    info = RunInfo(file=path, name=f"{model}/{dataset}" if dataset else model, model=model, dataset=dataset,
+                   path=run_path, k=k, splits=infos, class_names=cnames,
+                   attrs=MappingProxyType({str(a): str(v) for a, v in (attrs or {}).items()}))
+    data = {sp.name: SplitData(scores=_read_only(checked[sp.name][1]), labels=_read_only(checked[sp.name][2]),
+                               kind=sp.kind, info=sp, run=info) for sp in infos}
+    run = ArrayRun(path, info, data, columns)
+    with _LOCK:
+        _RUNS[path] = run
+    return run
+
+
+def lookup(path: str) -> ArrayRun:
+    """The live run of pseudo-path ``path``; CalibviewError once its arrays were released."""
+    with _LOCK:
+        run = _RUNS.get(path)
+    if run is None:
+        raise CalibviewError(f"{path}: these in-memory arrays were released; evaluate them again.")
+    return run
+
+
+def list_runs(path: str) -> list[RunInfo]:
+    """The one run of the in-memory ``path``, as :func:`calibview.core.io.discovery.list_runs` lists a file's."""
+    return [lookup(path).info]
+
+
+def read_split(path: Optional[str], run: Union[str, RunInfo], split: str, *, chunk_rows: Optional[int] = None,
+               progress: Optional[Progress] = None, cancel: Optional[threading.Event] = None) -> SplitData:
+    """Split ``split`` of the in-memory run at ``path`` (validated when registered, so nothing is read or
+    copied); the signature of :func:`calibview.core.io.logits.read_split`."""
+    held = lookup(path if path is not None else run.file)      # type: ignore[union-attr]
+    check_cancel(cancel)
+    info = held.info.split(split)                               # the RunInfo's sentence for a split it lacks
+    report(progress, 1.0, f"Read {info.n} rows of {split} (in memory)")
+    return held.data[split]
