@@ -7,7 +7,9 @@ This layer sits beside the command line and the window: it uses the core and the
 imports it."""
 
 #: public name -> the submodule of calibview.api that defines it (resolved on first use)
-EXPORTS: dict[str, str] = {}
+EXPORTS: dict[str, str] = {
+    "collect_logits": "collect",
+}
 
 
 def __getattr__(name: str):
