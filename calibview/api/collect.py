@@ -6,7 +6,7 @@ from typing import Iterable, Mapping, Optional, Sequence
 
 import torch
 
-from calibview.core.io.collector import collect
+from calibview.core.io.collect.collector import collect
 from calibview.core.io.schema import PathLike, SplitInfo
 
 

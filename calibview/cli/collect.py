@@ -2,7 +2,8 @@
 builds. ``FUNC`` returns ``(model, loader, names)``: the ``torch.nn.Module``, an iterable of ``(inputs, labels)``
 or ``(inputs, labels, meta_dict)`` batches, and ``names``, the class names (K strings, ``names[k]`` naming logit
 column k) or None. It is called with the split's name when it takes an argument (``def build(split)``), with none
-otherwise. The collection itself is :func:`calibview.core.io.collector.collect` (``calibview.collect_logits``)."""
+otherwise. The collection itself is :func:`calibview.core.io.collect.collector.collect`, which
+``calibview.collect_logits`` calls too."""
 
 from __future__ import annotations
 
@@ -86,7 +87,7 @@ def build(fn, split: str, where: str):
 
 def run(args) -> int:
     """Build, collect, then print the split written (or already there)."""
-    from calibview.core.io.collector import collect
+    from calibview.core.io.collect.collector import collect
 
     fn = load_target(args.target)
     script = args.target.rpartition(":")[0]

@@ -18,7 +18,7 @@ from calibview.cli.program import main
 from calibview.core.errors import CalibviewError
 from calibview.core.io.discovery import list_runs
 from calibview.core.io.logits import read_meta, read_split
-from calibview.core.io.partial import partial_path
+from calibview.core.io.collect.partial import partial_path
 from calibview.core.io.writer import write_run
 
 K, D, N, B = 4, 6, 70, 16

@@ -5,7 +5,7 @@ When the last batch is in, :func:`commit` copies the split into the destination 
 (:func:`calibview.core.io.safe_io.atomic_hdf5`: a copy of the destination, renamed into place when complete) and
 removes the hidden file. The destination therefore only ever holds complete splits.
 
-No torch here: the model side is :mod:`calibview.core.io.collector`.
+No torch here: the model side is :mod:`calibview.core.io.collect.collector`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Logits collected from a torch model into the HDF5 format (docs/FORMAT.md, "Collecting logits from a model"):
 the model's mode is checked and restored, the forward passes run in eval mode under ``torch.inference_mode()``
-with autocast off, and every batch is stored as float32 when it arrives (:mod:`calibview.core.io.partial`), so
-memory stays one batch and an interrupted collection resumes after its last complete batch.
+with autocast off, and every batch is stored as float32 when it arrives
+(:mod:`calibview.core.io.collect.partial`), so memory stays one batch and an interrupted collection resumes after
+its last complete batch.
 
 ``calibview.collect_logits`` (the Python API) and ``calibview collect`` (the command line) both call
 :func:`collect`.
@@ -20,7 +21,7 @@ import torch
 
 from calibview._version import __version__
 from calibview.core.errors import CalibviewError, ParameterError
-from calibview.core.io.partial import PartialSplit, commit, finished_split
+from calibview.core.io.collect.partial import PartialSplit, commit, finished_split
 from calibview.core.io.schema import PathLike, SplitInfo, abspath, join
 from calibview.core.io.writer import _run_path
 
