@@ -133,7 +133,7 @@ def test_inference_mode_and_no_autocast_even_inside_the_callers_autocast(tmp_pat
     np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)
 
 
-def test_the_mode_is_restored_after_an_exception_from_the_loader(tmp_path):
+def test_the_mode_is_restored_after_an_exception_from_the_loader(tmp_path, caplog):
     model, (x, y) = net(), data()
     model.eval()
     model[3].train()                                            # a mixed state, restored module by module
@@ -143,6 +143,7 @@ def test_the_mode_is_restored_after_an_exception_from_the_loader(tmp_path):
                                  allow_train=True)
     assert modes(model) == before
     assert not (tmp_path / "o.h5").exists()                     # the destination holds complete splits only
+    assert "the 2 complete batches of m/d/test are kept in" in caplog.text
 
 
 def test_a_bfloat16_model_stores_float32(tmp_path):

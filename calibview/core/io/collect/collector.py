@@ -47,12 +47,13 @@ def collect(model: torch.nn.Module, loader: Iterable, path: PathLike, model_name
                              "members")
     if not isinstance(model, torch.nn.Module):
         raise CalibviewError(f"The model must be a torch.nn.Module, not {type(model).__name__}.")
-    training = [name or "(the model)" for name, m in model.named_modules() if m.training]
+    training = [name for name, m in model.named_modules() if m.training]
     if training and not allow_train:
-        raise ParameterError(f"The model is in training mode ({len(training)} of its modules, e.g. "
-                             f"{training[0]}): dropout and batch-norm in training mode corrupt the logits; call "
-                             f"model.eval() first, or pass allow_train=True to collect in eval mode anyway.",
-                             "allow_train")
+        which = "model.training is True" if training[0] == "" else f"its module {training[0]!r} is"
+        raise ParameterError(f"The model is in training mode ({which}; {len(training)} of its "
+                             f"{len(list(model.modules()))} modules are): dropout and batch-norm in training mode "
+                             f"corrupt the logits; call model.eval() first, or pass allow_train=True to collect in "
+                             f"eval mode anyway.", "allow_train")
     dropout = [m for m in model.modules() if isinstance(m, DROPOUT_TYPES)]
     if members and not dropout:
         raise ParameterError(f"members={members} asks for MC-dropout passes but the model has no dropout layer "
@@ -150,6 +151,12 @@ def _run(model, loader, part: PartialSplit, target: torch.device, dropout: list,
         part.finish()
         bar.close(part.rows)
         return part.batches
+    except BaseException:
+        bar.stop()
+        if part.batches:
+            log.warning(f"note: the {part.batches} complete batches of {part.where.lstrip('/')} are kept in "
+                        f"{part.path}; collect again with the same loader to resume after them.")
+        raise
     finally:
         bar.stop()
         if home != target:

@@ -24,7 +24,7 @@ from calibview.core.io import guard
 from calibview.core.io import meta as md
 from calibview.core.io import safe_io
 from calibview.core.io.checks import ScoreCheck, check_labels
-from calibview.core.io.schema import SCORE_KINDS, join, oneline
+from calibview.core.io.schema import SCORE_KINDS, is_locked, join, oneline
 from calibview.core.io.writer import WRITE_CHUNK_BYTES
 
 #: the attribute of a collected split that says how it was collected (a JSON object, docs/FORMAT.md)
@@ -82,7 +82,11 @@ class PartialSplit:
         if os.path.exists(self.path):
             try:
                 return h5py.File(self.path, "r+")
-            except OSError as e:        # killed while HDF5 wrote its metadata: the file cannot be trusted
+            except OSError as e:
+                if is_locked(e):        # another process is collecting this split right now: leave its file be
+                    raise CalibviewError(f"{self.path}: another process is collecting {self.where} into "
+                                         f"{self.file} (HDF5 locks the file meanwhile); wait until it ends.") from None
+                # killed while HDF5 wrote its metadata: the file cannot be trusted
                 logging.getLogger("calibview").warning(
                     f"warning: {self.path} (an earlier collection of {self.where}) could not be opened "
                     f"({oneline(e)}); collecting from the first batch.")
