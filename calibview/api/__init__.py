@@ -42,6 +42,7 @@ EXPORTS: dict[str, str] = {
     "PlattScaling": "calibrators",
     "BetaCalibration": "calibrators",
     "MRR": "calibrators",
+    "collect_logits": "collect",
 }
 
 
