@@ -340,8 +340,7 @@ def _bootstrap(job, plans, n, n_boot, cancel) -> dict:
         vals = [torch.from_numpy(np.tile(v.astype(np.float64), member.shape[0]))
                 for v in (covered, sizes, np.ones(n))]
         idx = torch.cat([torch.stack([cols + j * g, rows_u]) for j in range(3)], dim=1)
-        ops[key] = (torch.sparse_coo_tensor(idx, torch.cat(vals), (3 * g, m), check_invariants=False).coalesce()
-                    .to_sparse_csr(), g)
+        ops[key] = (torch.sparse_coo_tensor(idx, torch.cat(vals), (3 * g, m), check_invariants=False).coalesce(), g)
     parts: dict = {key: [] for key in plans}
     resampler = Resampler(n, n_boot, job.req.seed, units=units)
     for block in resampler.blocks():
