@@ -4,12 +4,12 @@ from the command's flat records alone."""
 
 from __future__ import annotations
 
-from PySide6 import QtCore, QtWidgets
+from PySide6 import QtCore, QtGui, QtWidgets
 
 import pyqtgraph as pg
 
 from calibview.plot.palette import PALETTE
-from calibview.plot.render_png import ensure_app, widget_image
+from calibview.plot.render_png import ensure_app, paint_view, write_png
 
 __all__ = ["conformal_png"]
 
@@ -24,8 +24,6 @@ def conformal_png(records, path, *, width: int = 1000, row_height: int = 260, sc
     Each (calibrator, score, alpha) gets a row: left, each class's coverage as a bar from the target 1 - alpha
     (above it blue, below it vermillion) with the target line; right, the fraction of evaluation samples per set
     size. Sizes in pixels before ``scale``."""
-    from calibview.plot.render_png import write_png
-
     ensure_app()
     combos = list(dict.fromkeys((r["calibrator"], r["score"], r["alpha"]) for r in records))[:MAX_ROWS]
     win = pg.GraphicsLayoutWidget()
@@ -38,7 +36,17 @@ def conformal_png(records, path, *, width: int = 1000, row_height: int = 260, sc
             _row(win, i, cal, score, alpha, rows)
         win.show()
         QtWidgets.QApplication.processEvents()
-        write_png(widget_image(win, win, "#FFFFFF", scale), path, what="conformal figure")
+        w, h = win.width(), win.height()
+        img = QtGui.QImage(round(w * scale), round(h * scale), QtGui.QImage.Format.Format_ARGB32_Premultiplied)
+        img.fill(QtGui.QColor("#FFFFFF"))
+        img.setDevicePixelRatio(scale)
+        painter = QtGui.QPainter(img)
+        try:
+            paint_view(win, painter, w, h)
+        finally:
+            painter.end()
+        img.setDevicePixelRatio(1.0)
+        write_png(img, path, what="conformal figure")
     finally:
         win.hide()
         win.deleteLater()
@@ -70,6 +78,8 @@ def _row(win, i: int, cal: str, score: str, alpha: float, rows: list) -> None:
                    f"full {whole['full_frac']:.3f}", size="9pt", color="k")
     right.setLabel("bottom", "set size")
     right.setLabel("left", "fraction of samples")
+    for plot in (left, right):
+        plot.getAxis("left").enableAutoSIPrefix(False)
     if sizes:
         s = [int(r["group"][len("size="):]) for r in sizes]
         right.addItem(pg.BarGraphItem(x=s, height=[r["n"] / whole["n"] for r in sizes], width=0.8, brush=HIST,

@@ -55,7 +55,7 @@ def check_alpha(alpha) -> float:
 def check_score(score: str) -> str:
     """``score`` if it is one of SCORES, else ParameterError naming them."""
     if score not in SCORES:
-        raise ParameterError(f"Unknown conformal score {score!r}; choose from {', '.join(SCORES)}.", "score")
+        raise ParameterError(f"score={score!r} is not among the conformal scores ({', '.join(SCORES)}).", "score")
     return score
 
 
