@@ -46,6 +46,8 @@ FLOAT_COLUMNS = ("alpha", "coverage", "coverage_lo", "coverage_hi", "mean_set_si
 BY_CLASS = "class"
 #: a metadata column with more values than this gets no per-value records (unless it is the Mondrian column)
 MAX_SLICES = 50
+#: a chunk is ranked in full at once when more of its rows than this would be
+FULL_RANK = 0.1
 
 
 @dataclass(frozen=True)
@@ -222,7 +224,7 @@ def _pass(job, split, calibrators, fitted, scores, lam, kreg, u, cancel, *, cali
         labels[rows] = y.cpu().numpy()
         for c in calibrators:
             p = fitted[c].apply(z).exp().cpu().numpy()
-            ranked = cf.rank(p, cf.WINDOW) if any(s != "lac" for s in scores) else None
+            ranked = _ranked(p, labels[rows], scores, calibration, qhats, c)
             uu = None if u is None else u[rows]
             for s in scores:
                 if calibration:
@@ -237,6 +239,23 @@ def _pass(job, split, calibrators, fitted, scores, lam, kreg, u, cancel, *, cali
                     entry = out.setdefault((c, s, a), (np.empty(n, dtype=np.int64), np.empty(n, dtype=bool)))
                     entry[0][rows], entry[1][rows] = sz, cov
     return labels, out
+
+
+def _ranked(p, y, scores, calibration, qhats, calibrator):
+    """The ranking of a chunk shared by its aps / raps scores and levels: the top WINDOW classes, or every class
+    when more than FULL_RANK of the rows would need a full sort anyway (one sort instead of one per score and
+    level)."""
+    if all(s == "lac" for s in scores):
+        return None
+    r = cf.rank(p, cf.WINDOW)
+    if r.values.shape[1] == p.shape[1]:
+        return r
+    if calibration:
+        need = r.open | ~(r.classes == y[:, None]).any(axis=1)
+    else:
+        q = [np.max(v) for (c, s, _), v in qhats.items() if c == calibrator and s != "lac"]
+        need = r.open | (r.prefix[:, -1] <= max(q))
+    return cf.rank(p) if need.mean() > FULL_RANK else r
 
 
 def _slices(job, info, split, mondrian, notes) -> list:
