@@ -152,3 +152,8 @@ def test_bad_input_is_one_sentence_and_exit_2(h5, tmp_path, capsys, args, messag
     rc, out, err = _run([h5, "--run", "net/toy", "--n-boot", "0", "--out", str(tmp_path / "o"), *args], capsys)
     assert rc == 2 and message in err and err.count("\n") == 1, err
     assert not (tmp_path / "o").exists()                # nothing written when the command fails
+
+
+def test_a_split_streamed_from_disk_gives_the_same_records(h5, capsys):
+    args = [h5, "--run", "net/toy", "--calibrator", "ts", "--fit-split", "fit", "--n-boot", "30", "--json"]
+    assert _run(args + ["--max-memory", "1K"], capsys)[1] == _run(args, capsys)[1]
