@@ -1,4 +1,4 @@
-"""The command line: ``calibview report|metrics|runs|apply|import|check|desktop-install|drift|release|slices ...``.
+"""The command line: ``calibview report|metrics|runs|apply|import|check|desktop-install|drift|release|slices|conformal``.
 Builds the parser from the command modules and runs the chosen command; uses the core only (no Qt), except that
 ``calibview`` with no command (or with a file) opens the window.
 
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Iterable, Optional, Sequence
 
 from calibview._version import __version__
-from calibview.cli import (apply, check, collect, desktop_install, drift, importer, metrics, release, report,
+from calibview.cli import (apply, check, collect, conformal, desktop_install, drift, importer, metrics, release, report,
                            runs, slices)
 from calibview.cli.options import flag_message
 from calibview.core.errors import Cancelled, CalibviewError
@@ -26,7 +26,7 @@ EXIT_INTERRUPTED = 130
 #: every command in the order of --help; each module defines HELP, add_arguments(parser) and run(args) -> int
 COMMANDS = {"report": report, "metrics": metrics, "runs": runs, "apply": apply, "import": importer,
             "check": check, "desktop-install": desktop_install, "drift": drift, "release": release,
-            "slices": slices, "collect": collect}
+            "slices": slices, "collect": collect, "conformal": conformal}
 
 
 def build_parser(commands: Optional[Iterable[str]] = None) -> argparse.ArgumentParser:

@@ -10,9 +10,9 @@ import dataclasses
 import logging
 from pathlib import Path
 
-from calibview.cli import compare
 from calibview.cli.options import (add_eval_options, add_figure_options, eval_file, evaluate_all, figure_options,
-                                   first_settings, log_calibrator_warnings)
+                                   first_settings, log_calibrator_warnings, requests_from_args)
+from calibview.core.errors import CalibviewError
 
 HELP = "write metrics.csv, curves.csv and calibrators.json for every run"
 
@@ -27,7 +27,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="write into a non-empty --out that holds no earlier report's manifest.json")
     add_figure_options(p)
     add_selective_options(p)       # --audit, --target-precision: selective.csv, audit.csv, thresholds.csv
-    compare.add_compare_options(p)         # --compare, --reference: compare.csv
+    add_compare_options(p)         # --compare, --reference: compare.csv
 
 
 def add_selective_options(p: argparse.ArgumentParser) -> None:
@@ -51,7 +51,7 @@ def run(args) -> int:
 
     audit = parse_thresholds(args.audit)
     check_target(args.target_precision)
-    compare.prepare(args)         # refuses runs that cannot be compared before any work
+    prepare_compare(args)         # refuses runs that cannot be compared before any work
     figure = None if args.no_diagram else figure_options(args)
     inputs = [eval_file(args)]
     settings = {k: v for k, v in vars(args).items() if k not in ("out", "log_level", "quiet", "force")}
@@ -64,7 +64,7 @@ def run(args) -> int:
         if len({ev.request.eval_split for ev in evaluations}) > 1:
             write_domains(evaluations, engine, folder.dir)
         if args.compare:
-            compare.write_compare(engine, evaluations, args, folder.dir, figure)
+            write_compare(engine, evaluations, args, folder.dir, figure)
         firsts = first_settings(evaluations)
         if not args.no_diagram:
             write_diagrams(firsts, folder.dir, figure, engine)
@@ -75,7 +75,7 @@ def run(args) -> int:
     for ev in firsts:
         log_calibrator_warnings(ev)
         print(summary_line(ev))
-    for line in compare.summary(Path(args.out) / "compare.csv") if args.compare else []:
+    for line in compare_summary(Path(args.out) / "compare.csv") if args.compare else []:
         print(line)
     print("wrote " + ", ".join(str(p) for p in folder.written))
     return 0
@@ -143,3 +143,114 @@ def summary_line(ev) -> str:
         parts.append(f"{r.name}: err {100 * (1 - m['accuracy'].value):.2f}% ECE {100 * m['ece'].value:.2f}% "
                      f"NLL {m['nll'].value:.4g}{moved}")
     return f"{ev.run.name} [{ev.request.eval_split}, N={ev.n_eval}, K={ev.k}] " + "; ".join(parts)
+
+
+# --- report --compare A,B,... [--reference A]: compare.csv, the paired differences of every run to a reference run
+# on the same samples (calibview.core.evaluation.compare), and compare.png -------------------------------------
+
+
+def add_compare_options(p: argparse.ArgumentParser) -> None:
+    """``--compare`` (the runs to compare) and ``--reference`` (the run the others are compared with)."""
+    p.add_argument("--compare", metavar="MODEL/DATASET,...", default=None,
+                   help="compare these runs (same dataset and eval split, identical labels): compare.csv with each "
+                        "metric's paired bootstrap difference to the reference run")
+    p.add_argument("--reference", metavar="MODEL/DATASET", default=None,
+                   help="the reference run of --compare (default: the first)")
+
+
+def prepare_compare(args) -> None:
+    """Turn --compare into the runs to evaluate (``args.run``) and refuse, before any work, what cannot be
+    compared."""
+    from calibview.core.evaluation.compare import check_comparable
+
+    if args.reference and not args.compare:
+        raise CalibviewError("--reference names the reference run of --compare; give --compare too.")
+    if not args.compare:
+        return
+    if args.run:
+        raise CalibviewError("--compare names the runs to compare; leave out --run.")
+    runs = [r.strip() for r in args.compare.split(",")]
+    if not all(runs):
+        raise CalibviewError(f"--compare {args.compare!r} has an empty item; give MODEL/DATASET,MODEL/DATASET.")
+    for option, text in (("--eval-split", args.eval_split), ("--bins", args.bins), ("--bandwidth", args.bandwidth),
+                         ("--kernel", args.kernel)):
+        if text is not None and "," in str(text):
+            raise CalibviewError(f"--compare takes one {option[2:]}, not the list {text!r}; compare one setting at "
+                                 "a time.")
+    args.run = runs
+    if args.reference is not None:
+        args.reference_index = _reference_index(args)
+    check_comparable(requests_from_args(args))
+
+
+def _reference_index(args) -> int:
+    from calibview.core.io import discovery
+    from calibview.core.io import shards
+
+    req = requests_from_args(args)[0]
+    listing = (shards if shards.is_pattern(req.file) else discovery).list_runs(req.file)
+    names = [discovery.find_run(listing, r).name for r in args.run]
+    ref = discovery.find_run(listing, args.reference).name
+    if ref not in names:
+        raise CalibviewError(f"--reference {args.reference} is not among the compared runs ({', '.join(names)}); "
+                             "name one of them.")
+    return names.index(ref)
+
+
+def write_compare(engine, evaluations, args, out: Path, figure=None) -> list[Path]:
+    """compare.csv from the report's evaluations (one per compared run, in --compare order; the distributions
+    behind the intervals are the engine's cached ones) and, unless --no-diagram, compare.png: a panel per
+    calibrator with the runs overlaid (line style: run), each titled with every run's ECE and its paired
+    difference; ``figure`` ((FigureOptions, formats) of the figure options) sets its size and formats."""
+    from calibview.core.evaluation.compare import Comparison, compare_rows
+    from calibview.core.reports.contrasts import compare_csv
+    from calibview.core.io.safe_io import atomic_write
+
+    dists = [engine.distributions(ev.request) if ev.request.n_boot else {} for ev in evaluations]
+    ref = getattr(args, "reference_index", 0)
+    rows = compare_rows(evaluations, dists, ref)
+    atomic_write(out / "compare.csv", compare_csv(rows))
+    paths = [out / "compare.csv"]
+    if not args.no_diagram:
+        order = [ref] + [i for i in range(len(evaluations)) if i != ref]          # the reference first
+        paths += _compare_figure(Comparison(tuple(evaluations[i] for i in order), 0, tuple(rows)), out, figure)
+    return paths
+
+
+def _compare_figure(comparison, out: Path, figure) -> list[Path]:
+    import dataclasses
+    import logging
+
+    try:
+        from calibview.plot.compare import comparison_panels
+        from calibview.plot.export import render_figure
+        from calibview.plot.spec import FigureOptions
+    except ImportError as e:          # a headless install without Qt still gets compare.csv
+        logging.getLogger("calibview").warning(f"warning: no compare.png ({e}); install PySide6 and pyqtgraph for it.")
+        return []
+    ref = comparison.evaluations[0]
+    opts, formats = figure if figure is not None else (FigureOptions(), ["png"])
+    opts = dataclasses.replace(opts, layout="grid", title=(
+        f"{len(comparison.evaluations)} runs on {ref.run.dataset or ref.run.name} {ref.request.eval_split} "
+        f"(N = {ref.n_eval:,}), reference {ref.run.name}"), extra={"bandwidth": f"{ref.request.bandwidth:g}",
+                                                                   "kernel": ref.request.kernel})
+    panels = comparison_panels(comparison.evaluations, "calibrator", comparison)
+    return render_compare_figure(panels, out / "compare.png", opts, bandwidth=ref.request.bandwidth,
+                         kernel=ref.request.kernel, formats=formats)
+
+
+def compare_summary(path: Path) -> list[str]:
+    """One line per compared run and calibrator naming its significant differences (read back from the CSV)."""
+    import csv
+
+    lines = []
+    with open(path, newline="", encoding="utf-8") as f:
+        for row in csv.DictReader(f):
+            run = f"{row['model']}/{row['dataset']}"
+            if run == row["reference"]:
+                continue
+            marks = [m[len("significant_"):] for m, v in row.items() if m.startswith("significant_") and v == "true"]
+            lines.append(f"{run} vs {row['reference']} [{row['calibrator']}]: "
+                         + (f"significant differences in {', '.join(marks)}" if marks else
+                            "no significant difference"))
+    return lines

@@ -38,3 +38,10 @@ DEVICE = "auto"
 SLICE_BINS = 4
 #: the smallest slice (samples) that gets intervals and a flag, or that the checklist counts
 MIN_SLICE = 30
+#: conformal prediction sets (calibview conformal): the split qhat is taken on, the miscoverage level, the scores
+#: and RAPS's penalty (calibview.core.stats.conformal holds the same values; a test keeps them equal)
+CALIB_SPLIT = "val"
+ALPHA = 0.1
+CONFORMAL_SCORES = ("lac", "aps", "raps")
+RAPS_LAMBDA = 0.01
+RAPS_KREG = 5
