@@ -68,3 +68,36 @@ def test_slices_follow_a_new_evaluation(qtbot, window, sliced_file):
     qtbot.waitUntil(lambda: window.session.slices is not None and not window.session.busy, timeout=WAIT_MS)
     assert window.session.slices.evaluation.request.bandwidth == 0.1
     assert window.session.slices.evaluation.request == window.session.evaluation.request
+
+
+@pytest.mark.parametrize("popup", [False, True])
+def test_the_keyboard_path_in_slices_computes(qtbot, window, sliced_file, popup):
+    """Down and Return in "Slice by" (on the closed combo, or in its open list) pick "class" and compute its
+    slices, saying so at once: before, the caption still said "Pick a column" while nothing on screen changed."""
+    from PySide6 import QtWidgets
+
+    window.open_files([sliced_file])
+    qtbot.waitUntil(lambda: not window.session.busy and window.session.evaluation is not None, timeout=WAIT_MS)
+    window.table.tabs.setCurrentWidget(window.slices_view)
+    view = window.slices_view
+    view.combo.setFocus()
+    if popup:
+        view.combo.showPopup()
+        qtbot.waitUntil(lambda: view.combo.view().isVisible(), timeout=5000)
+        target = view.combo.view()
+    else:
+        target = view.combo
+    qtbot.keyClick(target, QtCore.Qt.Key.Key_Down)
+    qtbot.keyClick(target, QtCore.Qt.Key.Key_Return)
+    assert view.combo.currentText() == "class" and window.session.slice_by == "class"
+    assert view.caption.text() == "Computing slices by class…"
+    qtbot.waitUntil(lambda: window.session.slices is not None, timeout=WAIT_MS)
+    assert window.session.slices.evaluation.column == "class"
+    assert view.table.rowCount() == 2 * (1 + 4)
+    assert "by class: 4 slices" in view.caption.text()
+    assert len(window.slice_overlay.drawn()) == 4
+    # and back to none with the keyboard: nothing left
+    view.combo.setFocus()
+    qtbot.keyClick(view.combo, QtCore.Qt.Key.Key_Up)
+    assert window.session.slice_by is None and view.table.rowCount() == 0 and window.slice_overlay.drawn() == []
+    assert QtWidgets.QApplication.activePopupWidget() is None

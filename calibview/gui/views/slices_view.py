@@ -113,11 +113,13 @@ class SlicesView(QtWidgets.QWidget):
         self.session = session
         self.combo = QtWidgets.QComboBox()
         self.combo.setToolTip("Slice the evaluation split by a metadata column of the file, or by the true class")
-        self.combo.activated.connect(self._on_combo_activated)
+        # every change the user makes (mouse, Down/Up on the closed combo, Return in its list, a typed letter, the
+        # wheel); the view's own refills block the signal
+        self.combo.currentIndexChanged.connect(self._on_combo_changed)
         self.overlay_combo = QtWidgets.QComboBox()
         self.overlay_combo.setSizeAdjustPolicy(QtWidgets.QComboBox.SizeAdjustPolicy.AdjustToContents)
         self.overlay_combo.setToolTip("The calibrator whose per-slice kernel curves are drawn on the diagram")
-        self.overlay_combo.activated.connect(lambda _i: self.overlay_changed.emit())
+        self.overlay_combo.currentIndexChanged.connect(lambda _i: self.overlay_changed.emit())
         self.table = QtWidgets.QTableWidget(0, len(COLUMNS))
         self.table.setHorizontalHeaderLabels(COLUMNS)
         self.table.verticalHeader().hide()
@@ -160,9 +162,12 @@ class SlicesView(QtWidgets.QWidget):
         self.combo.blockSignals(False)
         self.combo.setEnabled(run is not None)
 
-    def _on_combo_activated(self, _index: int) -> None:
+    def _on_combo_changed(self, _index: int) -> None:
         text = self.combo.currentText()
-        self.session.set_slice_by(None if text == NONE_TEXT else text)
+        column = None if text == NONE_TEXT else text
+        if column != self.session.slice_by:
+            self.session.set_slice_by(column)
+            self._fill()                # "Computing slices by …" at once (the rows arrive with slices_changed)
 
     def _on_session_slices_changed(self, _result) -> None:
         res = self.session.slices
@@ -201,7 +206,7 @@ class SlicesView(QtWidgets.QWidget):
         self.table.resizeColumnsToContents()
         if res is None:
             self.caption.setText("Pick a column to slice the evaluation split by." if self.session.slice_by is None
-                                 else "Computing…")
+                                 else f"Computing slices by {self.session.slice_by}…")
         else:
             ev = res.evaluation
             small = f" · below --min-slice (no interval, no flag): {', '.join(ev.small[:6])}" if ev.small else ""
