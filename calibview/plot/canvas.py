@@ -254,7 +254,7 @@ class CalibrationCanvas(QtWidgets.QWidget):
         if layout == "grid":
             self._grid_layout.create(self._theme.name)
         self._rebuild_grid()
-        self._stack.setCurrentWidget(self._grid_layout.view if layout == "grid" else self._view)
+        self._stack.setCurrentWidget(self._grid_layout.widget if layout == "grid" else self._view)
 
     @property
     def layout_mode(self) -> str:
