@@ -211,6 +211,11 @@ class CalibrationCanvas(QtWidgets.QWidget):
         return self._top
 
     @property
+    def legend_box(self) -> pg.TextItem:
+        """The legend over the accuracy plot, which overlays drawn by other views keep clear of."""
+        return self._legend
+
+    @property
     def title(self) -> str:
         """The diagram's title (also an exported figure's)."""
         return self._title
