@@ -136,15 +136,22 @@ class FittedFigure(QtWidgets.QScrollArea):
     def __init__(self, view: FigureView, parent=None) -> None:
         super().__init__(parent)
         self.view = view
-        self.setWidgetResizable(True)
+        # sized here (refit), never by the view's own size hints: a tall scrolled view must not grow the window
+        self.setWidgetResizable(False)
         self.setFrameShape(QtWidgets.QFrame.Shape.NoFrame)
         self.setHorizontalScrollBarPolicy(QtCore.Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        view.setMinimumSize(1, 1)
         self.setWidget(view)
         self.scrolling = False
         self._pending = False
         view.panels_changed.connect(self.refit)
 
     def minimumSizeHint(self) -> QtCore.QSize:  # noqa: N802 (Qt override)
+        # small: it scrolls. Shown in place of the canvas, a larger minimum made the window grow past a laptop's
+        # screen (the docks keep their heights)
+        return QtCore.QSize(200, 60)
+
+    def sizeHint(self) -> QtCore.QSize:  # noqa: N802 (Qt override)
         return QtCore.QSize(320, 260)
 
     def resizeEvent(self, event) -> None:  # noqa: N802 (Qt override)
@@ -167,7 +174,8 @@ class FittedFigure(QtWidgets.QScrollArea):
         rows = math.ceil(n / view.columns)
         need = rows * (plots + self._text_px()) + 12
         self.scrolling = scroll
-        view.setMinimumHeight(int(math.ceil(need)) if scroll else 0)
+        full = max(1, self.width() - (bar if scroll else 0))
+        view.resize(full, int(math.ceil(need)) if scroll else height)
         self._later()
 
     def _text_px(self) -> float:

@@ -101,12 +101,14 @@ def test_seven_calibrators_per_compared_run_keep_their_legends_off_the_curves(qt
     window.session.set_calibrators(list(MULTI))
     window.open_files([runs_file])
     qtbot.waitUntil(lambda: not window.session.busy and window.session.evaluation is not None, timeout=WAIT_MS)
+    _resize(qtbot, window, size)
     gen = window.session.generation
     window.session.set_compare_runs([(str(runs_file.resolve()), "b/toy")])
     qtbot.waitUntil(lambda: window.session.generation > gen and not window.session.busy
                     and window.session.comparison is not None, timeout=WAIT_MS)
     fig = window.compare_figure
-    _resize(qtbot, window, size)
+    qtbot.wait(300)
+    assert window.size() == QtCore.QSize(*size)          # a tall scrolled figure never grows the window
     fitted = fig.view.parentWidget().parentWidget()
     for layout in ("run", "calibrator"):
         fig.set_layout(layout)
