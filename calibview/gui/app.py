@@ -42,10 +42,25 @@ def app_icon():
     return icon
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def exit_now(status: int) -> None:
+    """End the process with ``status`` once the window has closed (its settings written, its worker cancelled and
+    joined): logging and the standard streams are flushed, and the interpreter's teardown is skipped. That teardown
+    only frees memory the system takes back anyway (the engine's cache, torch, every Qt and pyqtgraph object), and it
+    took seconds, most of a quit."""
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):      # closed or replaced streams: nothing left to flush
+            pass
+    os._exit(status)
+
+
+def main(argv: Optional[Sequence[str]] = None, *, exit_process: bool = True) -> int:
     """The ``calibview`` window command: parse ``argv``, check the display and Qt's system libraries, open the window
     on the files (the demo when none) and run the event loop; returns the exit status (2: a usage error, 1: Qt
-    cannot start)."""
+    cannot start). Once the event loop has run, ``exit_process`` ends the process there (``exit_now``: a quit well
+    under a second) instead of returning."""
     t0 = time.perf_counter()
     configure_openmp()
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -87,7 +102,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     timer = QtCore.QTimer()
     timer.start(200)
     timer.timeout.connect(lambda: None)
-    return app.exec()
+    status = app.exec()
+    if window.isVisible():              # the loop ended another way than closing the window: close it (joins)
+        window.close()
+    if exit_process:
+        exit_now(status)
+    return status
 
 
 if __name__ == "__main__":

@@ -73,7 +73,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.table_dock = self._dock("Metrics", self.table, QtCore.Qt.BottomDockWidgetArea)
         self.slices_view = SlicesView(self.session)
         self.table.tabs.addTab(self.slices_view, "Slices")
-        self.slice_overlay = SliceOverlay(self.canvas.accuracy_plot)
+        self.slice_overlay = SliceOverlay(self.canvas.accuracy_plot, avoid=self.canvas.legend_box)
         self.slices_view.overlay_changed.connect(self._update_slice_overlay)
         self.compare_view = CompareView(self.session)          # runs on the same samples, paired differences
         self.table.tabs.addTab(self.compare_view, "Compare")
@@ -283,6 +283,7 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def _on_session_visible_changed(self, visible) -> None:
         self.domains.set_visible(visible)
+        self.slice_overlay.place()             # the canvas's legend changed size
         self.table.set_hidden_calibrators([r.name for r in (self.session.evaluation.results
                                                             if self.session.evaluation else ())
                                            if r.name not in visible])

@@ -211,6 +211,11 @@ class CalibrationCanvas(QtWidgets.QWidget):
         return self._top
 
     @property
+    def legend_box(self) -> pg.TextItem:
+        """The legend over the accuracy plot, which overlays drawn by other views keep clear of."""
+        return self._legend
+
+    @property
     def title(self) -> str:
         """The diagram's title (also an exported figure's)."""
         return self._title
@@ -254,7 +259,7 @@ class CalibrationCanvas(QtWidgets.QWidget):
         if layout == "grid":
             self._grid_layout.create(self._theme.name)
         self._rebuild_grid()
-        self._stack.setCurrentWidget(self._grid_layout.view if layout == "grid" else self._view)
+        self._stack.setCurrentWidget(self._grid_layout.widget if layout == "grid" else self._view)
 
     @property
     def layout_mode(self) -> str:

@@ -9,17 +9,20 @@ from typing import Callable, Iterable, Optional, Sequence
 from PySide6 import QtCore, QtWidgets
 
 from calibview.plot.figure import FigureView
+from calibview.plot.figure_fit import FittedFigure
 from calibview.plot.spec import PanelSpec
 
 __all__ = ["CanvasGrid"]
 
 
 class CanvasGrid:
-    """The grid layout's FigureView (None until ``create``) inside the canvas's stack of views; ``readout`` gets
-    the hover text of the panel under the pointer ("" when it leaves the panels)."""
+    """The grid layout's FigureView (None until ``create``), laid out for its size in a FittedFigure (``widget``)
+    inside the canvas's stack of views; ``readout`` gets the hover text of the panel under the pointer ("" when it
+    leaves the panels)."""
 
     def __init__(self, stack: QtWidgets.QStackedWidget, readout: Callable[[str], None]) -> None:
         self.view: Optional[FigureView] = None
+        self.widget: Optional[FittedFigure] = None
         self._stack = stack
         self._readout = readout
 
@@ -29,8 +32,8 @@ class CanvasGrid:
             self.view = FigureView(theme=theme, font_pt=9.5)
             self.view.wrap_subtitles = True
             self.view.scene().sigMouseMoved.connect(self._on_mouse_moved)
-            self.view.setMinimumSize(320, 260)
-            self._stack.addWidget(self.view)
+            self.widget = FittedFigure(self.view)
+            self._stack.addWidget(self.widget)
         return self.view
 
     def show_panels(self, panels: Sequence[PanelSpec], *, bandwidth: float, kernel: str, bands: bool,

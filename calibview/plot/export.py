@@ -20,6 +20,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from calibview.core.io.safe_io import atomic_write
 from calibview.plot.curve_items import set_export_quality
 from calibview.plot.figure import LOGICAL_DPI, FigureView, grid_shape
+from calibview.plot.figure_fit import settle
 from calibview.plot.render_png import ensure_app, paint_view, write_png
 from calibview.plot.spec import FigureOptions, PanelSpec
 
@@ -51,6 +52,8 @@ def export_view(view: FigureView, path, fmt: str, options: FigureOptions, height
     path = Path(path)
     w, h = round(options.width_in * LOGICAL_DPI), round(height_in * LOGICAL_DPI)
     _layout(view, w, h)
+    if settle(view):                 # a legend went under its plots: lay out once more
+        _layout(view, w, h)
     meta = options.describe()
     set_export_quality([s for _, s in view.all_series()], True)
     try:

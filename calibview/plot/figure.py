@@ -52,11 +52,18 @@ def legend_numbers(metrics, keys=("ece", "cal", "brier")) -> str:
 
 
 class _TitleItem(pg.LabelItem):
-    """A panel title whose text never widens its column: a title longer than the panel is clipped at its edge."""
+    """A panel's title (or its legend below the plots) whose text never widens its column: the text wraps at the
+    panel's width, and the item grows to the lines it takes (a word longer than the panel is clipped at its edge)."""
 
     def __init__(self):
         super().__init__("", justify="left")
         self.setFlag(self.GraphicsItemFlag.ItemClipsChildrenToShape, True)
+
+    def resizeEvent(self, ev):  # noqa: N802 (pyqtgraph override)
+        width = self.rect().width()
+        if width > 1 and abs(self.item.textWidth() - width) > 0.5:
+            self.item.setTextWidth(width)          # wrap here: the height follows in updateMin
+        super().resizeEvent(ev)
 
     def updateMin(self):  # noqa: N802 (pyqtgraph override)
         bounds = self.itemRect()
@@ -66,6 +73,11 @@ class _TitleItem(pg.LabelItem):
                           QtCore.Qt.SizeHint.PreferredSize: (0, bounds.height()),
                           QtCore.Qt.SizeHint.MaximumSize: (-1, -1), QtCore.Qt.SizeHint.MinimumDescent: (0, 0)}
         self.updateGeometry()
+
+    def clipped(self) -> bool:
+        """Whether some of the text lies outside the item (it is drawn cut)."""
+        text = self.itemRect()
+        return self.isVisible() and (text.width() > self.rect().width() + 1 or text.height() > self.rect().height() + 1)
 
 
 class _Panel:
@@ -104,6 +116,11 @@ class _Panel:
         self.legend = pg.TextItem(anchor=(1, 1))
         self.legend.setZValue(50)
         self.top.addItem(self.legend, ignoreBounds=True)
+        # the legend below the plots instead, once inside it would cover data or not fit (figure_fit.place_legends)
+        self.legend_outside = False
+        self.legend_below = _TitleItem()
+        self.legend_below.setVisible(False)
+        self.legend_html = ""
         self.series: list[Series] = []
         for it in spec.items:
             s = Series(it.result, colors.get(it.color_key, "#8C8C8C"), self.top, self.bottom, k=it.k,
@@ -185,6 +202,7 @@ class _Panel:
         shown = [s for s in self.series if not s.faint and s.name not in view.hidden]
         if len(shown) < 2:
             self.legend.hide()
+            self.legend_below.setVisible(False)
             return
         rows = []
         for s in shown:
@@ -197,14 +215,35 @@ class _Panel:
                         f"<td align='right' style='padding-left:6px'>"
                         f"{'' if s.faint and len(view.panels) > 1 else html.escape(legend_numbers(s.result.metrics, ('ece',)))}"
                         f"</td></tr>")
-        self.legend.setHtml(f"<table cellspacing='0' style='color:{t.foreground}; "
+        self.legend_html = (f"<table cellspacing='0' style='color:{t.foreground}; "
                             f"font-size:{view.font_px * 0.9:.1f}px'>" + "".join(rows) + "</table>")
+        if self.legend_outside:
+            self.legend.hide()
+            self.legend_below.setText(self.legend_html)
+            self.legend_below.setVisible(True)
+            return
+        self.legend.setHtml(self.legend_html)
         self.legend.setPos(0.985, 0.02)       # bottom right: above it the over-confident curves rarely reach
         self.legend.show()
 
+    def move_legend_below(self, view: "FigureView") -> None:
+        """From now on the legend is drawn under the panel's plots (this panel's lifetime: it never jumps back)."""
+        if not self.legend_outside:
+            self.legend_outside = True
+            self.layout.addItem(self.legend_below, row=3, col=0)
+            self.update_title(view, view.theme)
+
+    def text_px(self) -> float:
+        """The height the panel's text takes (its title, a legend under the plots), in pixels."""
+        below = self.legend_below.minimumHeight() if self.legend_outside and self.legend_below.isVisible() else 0.0
+        return (self.title.minimumHeight() if self.title.isVisible() else 0.0) + below
+
 
 class FigureView(pg.GraphicsLayoutWidget):
-    """The panels of a figure, laid out in a grid (``grid_shape``), sharing the bandwidth and x range."""
+    """The panels of a figure, laid out in a grid (``grid_shape``), sharing the bandwidth and x range;
+    ``panels_changed`` after the panels are rebuilt or restyled (figure_fit lays them out again)."""
+
+    panels_changed = QtCore.Signal()
 
     def __init__(self, parent=None, *, theme: str = "light", font_pt: float = 10.0, line_width_pt: float = 1.5):
         super().__init__(parent)
@@ -217,6 +256,8 @@ class FigureView(pg.GraphicsLayoutWidget):
         self.bands = True
         self.band_hidden: set[str] = set()
         self.panels: list[_Panel] = []
+        self.specs: list[PanelSpec] = []
+        self.fixed_columns: Optional[int] = None    # the window's fitted columns (figure_fit); None: grid_shape
         self._bandwidth, self._kernel = 0.05, "gaussian"
         self._x = (0.0, 1.0)
         self.ci.setContentsMargins(4, 4, 12, 4)
@@ -224,7 +265,8 @@ class FigureView(pg.GraphicsLayoutWidget):
 
     # ---------------------------------------------------------------------------------------------- building
     def set_panels(self, panels: Sequence[PanelSpec]) -> None:
-        """Replace every panel by ``panels``, laid out in ``grid_shape(len(panels))``."""
+        """Replace every panel by ``panels``, laid out in ``grid_shape(len(panels))`` (or ``fixed_columns``)."""
+        self.specs = list(panels)
         for p in self.panels:
             for s in p.series:
                 s.remove(p.top, p.bottom)
@@ -234,6 +276,8 @@ class FigureView(pg.GraphicsLayoutWidget):
         colors = assign_colors(it.color_key for it in items)
         dashes = assign_dashes(it.dash_key for it in items)
         rows, cols = grid_shape(len(panels))
+        if self.fixed_columns and len(panels) > 1:
+            cols = max(1, min(int(self.fixed_columns), len(panels)))
         self.columns = cols
         for i, spec in enumerate(panels):
             r, c = divmod(i, cols)
@@ -241,9 +285,12 @@ class FigureView(pg.GraphicsLayoutWidget):
             self.panels.append(_Panel(self, spec, r, c, colors, dashes, show_x=last_row, show_y=c == 0))
         for c in range(cols):
             self.ci.layout.setColumnStretchFactor(c, 1)
+        for c in range(cols, 8):                  # columns of a previous layout take no room
+            self.ci.layout.setColumnStretchFactor(c, 0)
         self._restyle()
         self.set_x_range(*self._x)
         self._refresh()
+        self.panels_changed.emit()
 
     def _restyle(self) -> None:
         self.setBackground(self.theme.background)
@@ -268,6 +315,13 @@ class FigureView(pg.GraphicsLayoutWidget):
                 s.bin_points.setVisible(False)
             p.update_title(self, self.theme)
 
+    def set_columns(self, columns: Optional[int]) -> None:
+        """Lay the panels out in ``columns`` columns (None: ``grid_shape``); rebuilt only when that changes."""
+        if columns != self.fixed_columns:
+            self.fixed_columns = columns
+            if self.specs:
+                self.set_panels(self.specs)
+
     # ---------------------------------------------------------------------------------------------- public API
     def set_bandwidth(self, bandwidth: float, kernel: str = "gaussian") -> None:
         """Every curve at ``bandwidth`` (confidence units) and ``kernel``."""
@@ -279,6 +333,7 @@ class FigureView(pg.GraphicsLayoutWidget):
         self.theme = THEMES[name]
         self._restyle()
         self._refresh()
+        self.panels_changed.emit()
 
     def set_style(self, *, font_pt: Optional[float] = None, line_width_pt: Optional[float] = None) -> None:
         """The font size and curve width, in points (None: unchanged)."""
@@ -288,6 +343,7 @@ class FigureView(pg.GraphicsLayoutWidget):
             self.line_px = float(line_width_pt) * LOGICAL_DPI / 72
         self._restyle()
         self._refresh()
+        self.panels_changed.emit()
 
     def set_bands(self, on: bool, color_key: Optional[str] = None) -> None:
         """All bands on/off, or (``color_key`` given) the bands of that item only."""

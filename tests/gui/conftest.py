@@ -140,6 +140,21 @@ def sliced_file(tmp_path) -> Path:
 
 
 @pytest.fixture
+def binary_file(tmp_path) -> Path:
+    """gnb/synthetic: an over-confident binary model (so that platt and beta apply: seven calibrators)."""
+    from calibview.core.io.writer import write_run
+
+    path, n = tmp_path / "binary.h5", 3000
+    rng = np.random.default_rng(3)
+    for split in ("val", "test"):
+        y = rng.integers(0, 2, n)
+        z = rng.normal(size=n) + 1.6 * (2 * y - 1)
+        write_run(path, "gnb", "synthetic", split, logits=np.stack([np.zeros(n), 2.5 * z], 1).astype(np.float32),
+                  labels=y)
+    return path
+
+
+@pytest.fixture
 def big_file(tmp_path):
     """``big_file(n=400_000, k=100)``: big/data with uninformative float32 logits, uncompressed: long enough to
     evaluate that a test can cancel it, supersede it or watch the event loop meanwhile."""

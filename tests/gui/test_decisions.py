@@ -142,3 +142,29 @@ def test_the_accuracy_interval_has_its_estimates_precision(qtbot, window, domain
     text = window.decisions.table.item(0, 3).text()
     numbers = re.findall(r"\d+\.(\d+)", text)
     assert len(numbers) == 3 and len({len(d) for d in numbers}) == 1, text
+
+
+def test_the_audit_column_is_never_cut(qtbot, window, binary_file):
+    """Seven calibrators at 1280 x 720: the table was narrower than its columns, and the Audit column ("⚠ ove")
+    lay behind a horizontal scroll bar."""
+    window.start([binary_file], calibrators="none,ts,hb,ir,platt,beta,vs")
+    qtbot.waitUntil(lambda: not window.session.busy and window.session.evaluation is not None, timeout=WAIT_MS)
+    window.resize(1280, 720)
+    window.decisions_dock.raise_()
+    qtbot.waitUntil(lambda: window.session.decisions is not None, timeout=WAIT_MS)
+    view = window.decisions
+    view.set_threshold(0.99)
+    qtbot.wait(200)
+    table, header = view.table, view.table.horizontalHeader()
+    audit = table.columnCount() - 1
+    assert table.rowCount() == 7
+    assert table.horizontalScrollBar().maximum() == 0
+    right = header.sectionViewportPosition(audit) + header.sectionSize(audit)
+    assert right <= table.viewport().width()
+    texts = [table.item(r, audit).text() for r in range(table.rowCount())]
+    assert any(t.startswith("⚠") for t in texts) or all(t == "ok" for t in texts)
+    metrics = table.fontMetrics()
+    for col in range(1, table.columnCount()):               # every number and flag whole, its header too
+        widest = max(metrics.horizontalAdvance(table.item(r, col).text()) for r in range(table.rowCount()))
+        assert header.sectionSize(col) >= widest, table.horizontalHeaderItem(col).text()
+    assert view.plot.width() >= view.plot.minimumWidth()

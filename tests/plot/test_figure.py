@@ -15,8 +15,9 @@ from calibview.plot.canvas import CalibrationCanvas  # noqa: E402
 from calibview.plot.figure import FigureView, legend_numbers  # noqa: E402
 from calibview.plot.spec import (CurveItem, FigureOptions, calibrator_panels, parse_length,  # noqa: E402
                                        split_panels)
-from calibview.plot.palette import (NEUTRAL, PALETTE, assign_colors, contrast,  # noqa: E402
-                                   deuteranopia_distance)
+from calibview.plot.palette import (MIN_DISTANCE, NEUTRAL, PALETTE, PREFERRED, assign_colors,  # noqa: E402
+                                   color_distance, contrast, deuteranopia_distance)
+from calibview.plot import palette  # noqa: E402
 from calibview.plot.theme import THEMES  # noqa: E402
 
 RUN = "resnet110-brier/cifar100"
@@ -65,6 +66,39 @@ def test_palette_contrast_and_deuteranopia():
     # unknown names never take a colour a shown calibrator has
     colors = assign_colors(["ts", "my-method", "vs", "other"])
     assert len(set(colors.values())) == 4
+
+
+def test_the_colour_distance_is_ciede2000():
+    """Against the published test pairs of Sharma, Wu and Dalal (2005), table 1: (L, a, b) twice and the
+    CIEDE2000 difference."""
+    pairs = (((50.0, 2.6772, -79.7751), (50.0, 0.0, -82.7485), 2.0425),
+             ((50.0, -1.3802, -84.2814), (50.0, 0.0, -82.7485), 1.0),
+             ((50.0, 2.5, 0.0), (50.0, 0.0, -2.5), 4.3065),
+             ((50.0, 2.5, 0.0), (73.0, 25.0, -18.0), 27.1492),
+             ((60.2574, -34.0099, 36.2677), (60.4626, -34.1751, 39.4387), 1.2644),
+             ((22.7233, 20.0904, -46.694), (23.0331, 14.973, -42.5619), 2.0373),
+             ((90.9257, -0.5406, -0.9208), (88.6381, -0.8985, -0.7239), 1.5381))
+    for a, b, want in pairs:
+        assert palette._de2000(a, b) == pytest.approx(want, abs=1e-4)
+        assert palette._de2000(b, a) == pytest.approx(want, abs=1e-4)
+    assert color_distance("#CC79A7", "#CC79A7") == 0.0
+
+
+def test_every_two_calibrator_colours_are_distinct():
+    """Beta (#E7298A) and isotonic regression (#CC79A7) were two pinks 13.5 apart; any calibrators can be shown
+    together, so every pair is checked, the grey baseline included."""
+    names = sorted(PREFERRED)
+    close = [(a, b, round(color_distance(PREFERRED[a], PREFERRED[b]), 1))
+             for i, a in enumerate(names) for b in names[i + 1:]
+             if color_distance(PREFERRED[a], PREFERRED[b]) < MIN_DISTANCE]
+    assert not close
+    assert MIN_DISTANCE >= 20
+    assert len(set(PREFERRED.values())) == len(PREFERRED)
+    everything = assign_colors(names)                         # all shown at once: still the preferred colours
+    assert everything == {n: PREFERRED[n] for n in names}
+    for i, a in enumerate(PALETTE):                           # unknown names take these: distinct as well
+        for b in PALETTE[i + 1:] + (NEUTRAL,):
+            assert color_distance(a, b) >= MIN_DISTANCE, (a, b)
 
 
 def test_no_two_visible_items_share_a_colour(canvas, evaluation):

@@ -13,6 +13,7 @@ from PySide6 import QtCore, QtWidgets
 from calibview.plot.compare import LAYOUTS, comparison_panels
 from calibview.plot.navigation import RANGE_PRESETS
 from calibview.plot.figure import FigureView
+from calibview.plot.figure_fit import FittedFigure
 from calibview.plot.spec import FigureOptions, PanelSpec
 from calibview.gui.session import Session
 
@@ -58,7 +59,7 @@ class CompareFigure(QtWidgets.QWidget):
         col.setContentsMargins(0, 0, 0, 0)
         col.setSpacing(0)
         col.addLayout(bar)
-        col.addWidget(self.view, 1)
+        col.addWidget(FittedFigure(self.view), 1)        # laid out for the window's size, scrolling if need be
         self.panels: list[PanelSpec] = []
         self.active = False
         self.hide()

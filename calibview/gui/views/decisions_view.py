@@ -100,6 +100,7 @@ class DecisionsView(QtWidgets.QWidget):
         self.table.verticalHeader().hide()
         self.table.setEditTriggers(QtWidgets.QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.horizontalHeader().setStretchLastSection(True)
+        self.table.setTextElideMode(QtCore.Qt.TextElideMode.ElideRight)
         self.table.verticalHeader().setDefaultSectionSize(self.table.fontMetrics().height() + 6)
         tips = ("", "Samples with confidence ≥ t", "n ≥ t as a share of the split",
                 "Accuracy of the accepted samples (1 - selective risk) and its Wilson interval",
@@ -111,9 +112,9 @@ class DecisionsView(QtWidgets.QWidget):
         lay = QtWidgets.QVBoxLayout(self)
         lay.setContentsMargins(4, 4, 4, 4)
         lay.addLayout(top)
-        split = QtWidgets.QSplitter(QtCore.Qt.Horizontal)
+        split = self.splitter = QtWidgets.QSplitter(QtCore.Qt.Horizontal)
         split.addWidget(self.plot)
-        right = QtWidgets.QWidget()
+        right = self.right = QtWidgets.QWidget()
         rl = QtWidgets.QVBoxLayout(right)
         rl.setContentsMargins(0, 0, 0, 0)
         rl.addLayout(row)
@@ -222,7 +223,37 @@ class DecisionsView(QtWidgets.QWidget):
             fit = f", calibrators fitted on {d.fit_split}" if d.fit_split else ""
             self.caption.setText(f"{d.run} · {d.eval_split} (N = {d.n:,}){fit} · Wilson {d.level * 100:g} %")
         self._update_readout()
-        self.table.resizeColumnsToContents()
+        self._fit_table()
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 (Qt override)
+        super().resizeEvent(event)
+        self._fit_table()
+
+    def _fit_table(self) -> None:
+        """Every column of the audit whole: the splitter gives the table the width its columns take (the plot
+        keeps at least its minimum), and where that is still too little the calibrator's name is elided (its
+        tooltip has it whole), never the numbers or the Audit flag."""
+        table, header = self.table, self.table.horizontalHeader()
+        table.resizeColumnsToContents()
+        cols = range(table.columnCount())
+        # the Audit column as wide as its longest flag, whatever the threshold: a slider move never cuts it
+        flag = max(table.fontMetrics().horizontalAdvance(t) for t in ("no sample above t", "⚠ under-conf."))
+        header.resizeSection(len(COLUMNS) - 1, max(header.sectionSize(len(COLUMNS) - 1), flag + 12))
+        widths = [header.sectionSize(c) for c in cols]
+        bar = table.verticalScrollBar().sizeHint().width()        # reserved: rows may outgrow the dock later
+        need = sum(widths) + 2 * table.frameWidth() + bar + 2
+        extra = self.right.width() - table.width()                # the margins around the table in its pane
+        sizes = self.splitter.sizes()
+        total = sum(sizes)
+        if total > 0 and sizes[1] < need + extra:
+            right = min(need + extra, total - self.plot.minimumWidth())
+            if right > sizes[1]:
+                self.splitter.setSizes([total - right, right])
+                sizes = [total - right, right]
+        # the table's new width (its layout follows later): what the numbers and the flag leave for the name
+        room = sizes[1] - extra - 2 * table.frameWidth() - bar - 2
+        if widths and room - sum(widths[1:]) < widths[0]:
+            header.resizeSection(0, max(48, room - sum(widths[1:])))
 
     def _update_readout(self) -> None:
         """The slider's hot path: O(log N) per shown calibrator, then text and marker updates."""

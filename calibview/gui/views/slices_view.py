@@ -32,42 +32,115 @@ def overlay_colors(count: int) -> list[QtGui.QColor]:
     return [QtGui.QColor.fromHsvF((0.08 + i / max(count, 1)) % 1.0, 0.75, 0.85) for i in range(count)]
 
 
+def slice_colors(entries) -> dict:
+    """Slice name -> the colour of its overlaid curve, for ``entries`` (slice name, n, ...) of one calibrator: the
+    MAX_OVERLAY largest slices, in the order SliceOverlay draws them."""
+    entries = sorted(entries, key=lambda e: -e[1])[:MAX_OVERLAY]
+    return {str(e[0]): c for e, c in zip(entries, overlay_colors(len(entries)))}
+
+
 class SliceOverlay:
     """Thin dashed kernel curves, one per slice, over a canvas's accuracy plot, with a small legend; the window
-    feeds it Session.slices and the bandwidth."""
+    feeds it Session.slices and the bandwidth. ``avoid``: the canvas's own legend, which the slices' legend never
+    covers (``place``)."""
 
-    def __init__(self, plot: pg.PlotItem) -> None:
+    def __init__(self, plot: pg.PlotItem, avoid: Optional[pg.GraphicsObject] = None) -> None:
         self.plot = plot
+        self.avoid = avoid
         self.items: list[tuple[pg.PlotCurveItem, object]] = []
-        self.legend = pg.TextItem(anchor=(1, 1))
+        self.legend = pg.TextItem(anchor=(0, 0))
         self.legend.setZValue(50)
         self._theme = THEMES["light"]
         self._html = ""
-        self.legend.setPos(0.985, 0.015)
+        self._head = ""
+        self._entries: list[tuple[str, int, QtGui.QColor]] = []
+        self.form = self.FORMS[0]
         self.legend.hide()
         plot.addItem(self.legend, ignoreBounds=True)
         self._at: Optional[tuple[float, str]] = None
+        plot.vb.sigResized.connect(lambda *_: self.place())
+        plot.vb.sigXRangeChanged.connect(lambda *_: self.place())
+        if avoid is not None:                      # the canvas's legend dragged or following the range
+            avoid.xChanged.connect(self.place)
+            avoid.yChanged.connect(self.place)
 
     def set_slices(self, entries, bandwidth: float, kernel: str, calibrator_label: str = "") -> None:
         """``entries``: (slice name, n, BinnedStats) of one calibrator; () removes the overlay."""
         for item, _ in self.items:
             self.plot.removeItem(item)
         self.items = []
+        colors = slice_colors(entries)
         entries = sorted(entries, key=lambda e: -e[1])[:MAX_OVERLAY]
-        for (name, n, stats), color in zip(entries, overlay_colors(len(entries))):
+        for (name, n, stats), color in zip(entries, colors.values()):
             item = pg.PlotCurveItem(pen=pg.mkPen(color, width=1.5, style=QtCore.Qt.PenStyle.DashLine),
                                     antialias=True, connect="finite")
             item.setZValue(15)
             self.plot.addItem(item, ignoreBounds=True)
             self.items.append((item, stats))
-        rows = "".join(f"<tr><td style='color:{c.name()}'>&#9476;&#9476;</td><td>&nbsp;{_esc(name)}</td>"
-                       f"<td align='right'>&nbsp;n={n:,}</td></tr>"
-                       for (name, n, _), c in zip(entries, overlay_colors(len(entries))))
-        self._html = (f"<tr><td colspan='3'><b>{_esc(calibrator_label)}</b> by slice</td></tr>{rows}"
-                      if entries else "")
+        self._entries = [(name, n, c) for (name, n, _), c in zip(entries, colors.values())]
+        self._head = _esc(calibrator_label)
         self._show_legend()
         self._at = None
         self.set_bandwidth(bandwidth, kernel)
+
+    #: the legend's forms, largest first: (columns, with each slice's n); columns 0: the heading alone
+    FORMS = ((1, True), (2, True), (3, True), (2, False), (3, False), (4, False), (0, False))
+
+    def _table(self, columns: int, counts: bool) -> str:
+        """The legend's rows: the slices in ``columns`` columns side by side (filled column by column), with their
+        n or without; ``columns`` 0: only the heading (the Slices tab's rows carry the colours)."""
+        if not self._entries:
+            return ""
+        if columns == 0:
+            return f"<tr><td><b>{self._head}</b> by slice: colours in the Slices tab</td></tr>"
+        rows = -(-len(self._entries) // columns)
+        cells = []
+        for r in range(rows):
+            row = []
+            for c in range(columns):
+                i = c * rows + r
+                if i < len(self._entries):
+                    name, n, color = self._entries[i]
+                    pad = "&nbsp;&nbsp;&nbsp;" if c else ""
+                    row.append(f"<td style='color:{color.name()}'>{pad}&#9476;&#9476;</td><td>&nbsp;{_esc(name)}</td>"
+                               + (f"<td align='right'>&nbsp;n={n:,}</td>" if counts else ""))
+            cells.append("<tr>" + "".join(row) + "</tr>")
+        span = (3 if counts else 2) * columns
+        return f"<tr><td colspan='{span}'><b>{self._head}</b> by slice</td></tr>" + "".join(cells)
+
+    def place(self) -> None:
+        """Put the legend inside the plot where it covers neither the canvas's legend nor the plot's edge: the
+        largest of FORMS that fits at a corner (bottom right, top right, bottom left, top left). Where not even
+        the heading fits, the legend is hidden (the Slices tab's rows carry the colours)."""
+        if not self._entries:
+            return
+        vb = self.plot.vb
+        frame = vb.sceneBoundingRect().adjusted(4, 4, -4, -4)
+        other = self.avoid.sceneBoundingRect() if self.avoid is not None and self.avoid.isVisible() else None
+        for form in self.FORMS:
+            if form[0] > len(self._entries):
+                continue
+            self._set_html(form)
+            size = self.legend.boundingRect().size()
+            w, h = size.width(), size.height()
+            for x, y in ((frame.right() - w, frame.bottom() - h), (frame.right() - w, frame.top()),
+                         (frame.left(), frame.bottom() - h), (frame.left(), frame.top())):
+                box = QtCore.QRectF(x, y, w, h)
+                if frame.contains(box) and (other is None or not box.intersects(other)):
+                    self.legend.setPos(vb.mapSceneToView(box.topLeft()))
+                    self.legend.setVisible(True)
+                    return
+        self.legend.setVisible(False)
+
+    def _set_html(self, form: tuple) -> None:
+        self.form = form
+        self._html = self._table(*form)
+        t = self._theme
+        self.legend.setHtml(f"<table cellspacing='0' style='color:{t.foreground}; font-size:8pt'>{self._html}</table>")
+
+    def colors(self) -> dict:
+        """Slice name -> the QColor of its curve."""
+        return {name: color for name, _, color in self._entries}
 
     def set_theme(self, name: str) -> None:
         """The light or dark theme of the legend."""
@@ -78,9 +151,9 @@ class SliceOverlay:
         t = self._theme
         self.legend.border = pg.mkPen(t.legend_border, width=1)
         self.legend.fill = pg.mkBrush(qcolor(t.legend_fill, t.legend_alpha))
-        if self._html:
-            self.legend.setHtml(f"<table style='color:{t.foreground}; font-size:8pt'>{self._html}</table>")
-        self.legend.setVisible(bool(self._html))
+        self.legend.setVisible(bool(self._entries))
+        if self._entries:
+            self.place()
 
     def set_bandwidth(self, bandwidth: float, kernel: str) -> None:
         """Redraw every slice's curve at this bandwidth and kernel (nothing when they are drawn at it)."""
@@ -95,6 +168,12 @@ class SliceOverlay:
     def drawn(self) -> list[tuple[np.ndarray, np.ndarray]]:
         """The (x, y) arrays of every drawn slice curve, largest slice first."""
         return [(item.xData, item.yData) for item, _ in self.items]
+
+
+def _swatch(color: QtGui.QColor) -> QtGui.QIcon:
+    pix = QtGui.QPixmap(14, 4)
+    pix.fill(color)
+    return QtGui.QIcon(pix)
 
 
 def _esc(text) -> str:
@@ -113,11 +192,13 @@ class SlicesView(QtWidgets.QWidget):
         self.session = session
         self.combo = QtWidgets.QComboBox()
         self.combo.setToolTip("Slice the evaluation split by a metadata column of the file, or by the true class")
-        self.combo.activated.connect(self._on_combo_activated)
+        # every change the user makes (mouse, Down/Up on the closed combo, Return in its list, a typed letter, the
+        # wheel); the view's own refills block the signal
+        self.combo.currentIndexChanged.connect(self._on_combo_changed)
         self.overlay_combo = QtWidgets.QComboBox()
         self.overlay_combo.setSizeAdjustPolicy(QtWidgets.QComboBox.SizeAdjustPolicy.AdjustToContents)
         self.overlay_combo.setToolTip("The calibrator whose per-slice kernel curves are drawn on the diagram")
-        self.overlay_combo.activated.connect(lambda _i: self.overlay_changed.emit())
+        self.overlay_combo.currentIndexChanged.connect(self._on_overlay_changed)
         self.table = QtWidgets.QTableWidget(0, len(COLUMNS))
         self.table.setHorizontalHeaderLabels(COLUMNS)
         self.table.verticalHeader().hide()
@@ -160,9 +241,16 @@ class SlicesView(QtWidgets.QWidget):
         self.combo.blockSignals(False)
         self.combo.setEnabled(run is not None)
 
-    def _on_combo_activated(self, _index: int) -> None:
+    def _on_combo_changed(self, _index: int) -> None:
         text = self.combo.currentText()
-        self.session.set_slice_by(None if text == NONE_TEXT else text)
+        column = None if text == NONE_TEXT else text
+        if column != self.session.slice_by:
+            self.session.set_slice_by(column)
+            self._fill()                # "Computing slices by …" at once (the rows arrive with slices_changed)
+
+    def _on_overlay_changed(self, _index: int) -> None:
+        self._fill()                          # the colour swatches follow the overlaid calibrator
+        self.overlay_changed.emit()
 
     def _on_session_slices_changed(self, _result) -> None:
         res = self.session.slices
@@ -182,6 +270,8 @@ class SlicesView(QtWidgets.QWidget):
     def _fill(self) -> None:
         res = self.session.slices
         recs = [] if res is None else [r for r in res.evaluation.records if r["calibrator"] in self.session.visible]
+        overlaid = self.overlay_calibrator()
+        colors = slice_colors(res.curves.get(overlaid, ())) if res is not None and overlaid else {}
         self.table.setRowCount(len(recs))
         for row, r in enumerate(recs):
             whole = r["slice"] is None
@@ -193,6 +283,9 @@ class SlicesView(QtWidgets.QWidget):
                 item = QtWidgets.QTableWidgetItem(text)
                 if 2 <= col <= 5:
                     item.setTextAlignment(QtCore.Qt.AlignRight | QtCore.Qt.AlignVCenter)
+                if col == 1 and r["calibrator"] == overlaid and r["slice"] is not None and str(r["slice"]) in colors:
+                    item.setIcon(_swatch(colors[str(r["slice"])]))        # its dashed curve on the diagram
+                    item.setToolTip(f"{text}: the dashed curve of this colour on the diagram")
                 if whole:
                     font = item.font()
                     font.setBold(True)
@@ -201,7 +294,7 @@ class SlicesView(QtWidgets.QWidget):
         self.table.resizeColumnsToContents()
         if res is None:
             self.caption.setText("Pick a column to slice the evaluation split by." if self.session.slice_by is None
-                                 else "Computing…")
+                                 else f"Computing slices by {self.session.slice_by}…")
         else:
             ev = res.evaluation
             small = f" · below --min-slice (no interval, no flag): {', '.join(ev.small[:6])}" if ev.small else ""
