@@ -136,6 +136,14 @@ class _Progress:
             sys.stderr.flush()
 
 
+def _binary(kind: str, scores):
+    """A binary model's (N,) or (N, 1) scores of class 1 as the (N, 2) class columns: logits z as [0, z],
+    probabilities p (``probs=True``) as [1 - p, p], as ``calibview import`` stores them; other arrays unchanged."""
+    from calibview.core.io.importers import binary_columns
+
+    return binary_columns(kind, scores, binary=kind)[1]
+
+
 def evaluate(scores=None, labels=None, *, fit=None, probs: bool = False,
              calibrators: Union[str, Sequence[str]] = ("none",), bins: Union[int, str, Sequence] = 15,
              bandwidth: Union[float, Sequence[float]] = 0.05, kernel: Union[str, Sequence[str]] = "gaussian",
@@ -146,7 +154,8 @@ def evaluate(scores=None, labels=None, *, fit=None, probs: bool = False,
     """Evaluate the calibration of ``scores`` against ``labels``, with calibrators fitted on ``fit``.
 
     scores : (N, K) logits, or probabilities with ``probs=True``; numpy or torch, float16, float32 or float64
-        (float32 and float64 are used in place, never copied to float64; float16 is widened to float32).
+        (float32 and float64 are used in place, never copied to float64; float16 is widened to float32). A binary
+        model's (N,) or (N, 1) scores of class 1 become the two columns [0, z] (logits) or [1 - p, p] (probs).
     labels : (N,) integer class indices 0..K-1.
     fit : a (scores (N_fit, K), labels (N_fit,)) pair of held-out arrays, the same kind as ``scores``; required
         for any calibrator other than ``none``.
@@ -171,9 +180,9 @@ def evaluate(scores=None, labels=None, *, fit=None, probs: bool = False,
     splits, pretty = {}, {}
     if fit is not None:
         fs, fl = _pair(fit)
-        splits[FIT] = (kind, _numpy(fs, "fit[0]"), _numpy(fl, "fit[1]"))
+        splits[FIT] = (kind, _binary(kind, _numpy(fs, "fit[0]")), _numpy(fl, "fit[1]"))
         pretty[FIT] = ("fit[0]", "fit[1]")
-    splits[TEST] = (kind, _numpy(scores, "scores"), _numpy(labels, "labels"))
+    splits[TEST] = (kind, _binary(kind, _numpy(scores, "scores")), _numpy(labels, "labels"))
     pretty[TEST] = ("scores", "labels")
     needing = [c for c in names if c != "none"]
     if needing and fit is None:

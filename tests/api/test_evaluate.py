@@ -308,3 +308,18 @@ def test_exported_names():
 
     assert cv.evaluate is evaluate and cv.Result is Result
     assert math.isfinite(cv.evaluate(*_data(seed=12)[0], n_boot=0, device="cpu")["none"].ece)
+
+
+def test_binary_scores_of_class_one_are_accepted():
+    # a binary model's (N,) logit or probability of class 1, as most binary models give it
+    from sklearn.metrics import brier_score_loss, log_loss, roc_auc_score
+
+    rng = np.random.default_rng(4)
+    z = rng.normal(size=400) * 2
+    y = (rng.random(400) < 1 / (1 + np.exp(-z))).astype(int)
+    p = 1 / (1 + np.exp(-z))
+    for scores, probs in ((z, False), (z[:, None], False), (p, True)):
+        res = cv.evaluate(scores, y, fit=(scores, y), calibrators=["none", "platt"], probs=probs, n_boot=0)
+        assert res["none"].nll == pytest.approx(log_loss(y, p), rel=1e-9)
+        assert res["none"].brier == pytest.approx(2 * brier_score_loss(y, p), rel=1e-9)   # both classes' terms
+        assert res["none"].auroc == pytest.approx(roc_auc_score(y, p), abs=1e-12)
