@@ -235,7 +235,7 @@ def _compare_figure(comparison, out: Path, figure) -> list[Path]:
         f"(N = {ref.n_eval:,}), reference {ref.run.name}"), extra={"bandwidth": f"{ref.request.bandwidth:g}",
                                                                    "kernel": ref.request.kernel})
     panels = comparison_panels(comparison.evaluations, "calibrator", comparison)
-    return render_compare_figure(panels, out / "compare.png", opts, bandwidth=ref.request.bandwidth,
+    return render_figure(panels, out / "compare.png", opts, bandwidth=ref.request.bandwidth,
                          kernel=ref.request.kernel, formats=formats)
 
 
