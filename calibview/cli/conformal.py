@@ -7,7 +7,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from calibview.cli.options import ProgressBar, add_input_options, eval_file, request_defaults, size_text
+from calibview.cli.options import (ProgressBar, add_input_options, add_run_options, eval_file, request_defaults,
+                                   size_text)
 from calibview.core.errors import CalibviewError
 from calibview.startup import add_log_options
 
@@ -20,11 +21,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from calibview.core.evaluation import defaults          # plain data: no numpy, no torch
 
     d = request_defaults()
-    p.add_argument("file", nargs="?", help="HDF5 logits file, or a quoted glob of shards (default: the demo)")
-    p.add_argument("--shards", metavar="GLOB", default=None,
-                   help="several HDF5 files that together form the runs, e.g. 'logits-*.h5' (quoted)")
-    p.add_argument("--run", action="append", metavar="MODEL/DATASET",
-                   help="run to evaluate (repeatable; default: every run in the file)")
+    add_run_options(p)
     p.add_argument("--calib-split", default=defaults.CALIB_SPLIT,
                    help=f"split the conformal quantile is taken on (default {defaults.CALIB_SPLIT})")
     p.add_argument("--eval-split", default=d["eval_split"],

@@ -74,15 +74,20 @@ class ProgressBar:
             sys.stderr.flush()
 
 
-def add_eval_options(p: argparse.ArgumentParser) -> None:
-    """The options of the commands that evaluate runs (report, metrics, slices): the input, the runs and splits,
-    the calibrators, the settings of the metrics and intervals, logging and what the input may do."""
-    d = request_defaults()
+def add_run_options(p: argparse.ArgumentParser) -> None:
+    """FILE (or --shards) and --run: which runs of which input the command evaluates."""
     p.add_argument("file", nargs="?", help="HDF5 logits file, or a quoted glob of shards (default: the demo)")
     p.add_argument("--shards", metavar="GLOB", default=None,
                    help="several HDF5 files that together form the runs, e.g. 'logits-*.h5' (quoted)")
     p.add_argument("--run", action="append", metavar="MODEL/DATASET",
                    help="run to evaluate (repeatable; default: every run in the file)")
+
+
+def add_eval_options(p: argparse.ArgumentParser) -> None:
+    """The options of the commands that evaluate runs (report, metrics, slices): the input, the runs and splits,
+    the calibrators, the settings of the metrics and intervals, logging and what the input may do."""
+    d = request_defaults()
+    add_run_options(p)
     p.add_argument("--fit-split", default=None,
                    help=f"split the calibrators are fitted on (default: {d['fit_split']})")
     p.add_argument("--eval-split", default=None,
