@@ -46,6 +46,8 @@ class CalibrationCanvas(QtWidgets.QWidget):
         super().__init__(parent)
         self._layout = "overlay"
         self._bands = True
+        self._ci = False                # the curves' confidence bands: off until asked for
+        self._notes: list[str] = []     # the legend's notes on what the curves' styles mean
         self._band_hidden: set[str] = set()
         self._series: list[_Series] = []
         self._hidden: set[str] = set()
@@ -69,6 +71,7 @@ class CalibrationCanvas(QtWidgets.QWidget):
         self.toolbar.setVisible(toolbar)
         self.toolbar.layout_changed.connect(self.set_layout)
         self.toolbar.bands_changed.connect(lambda on: self.set_bands(on))
+        self.toolbar.ci_changed.connect(self.set_ci)
         self.toolbar.item_band_changed.connect(lambda name, on: self.set_bands(on, name))
         self.toolbar.range_preset.connect(self.set_x_range)
         self.toolbar.export_requested.connect(self.open_export_dialog)
@@ -167,8 +170,8 @@ class CalibrationCanvas(QtWidgets.QWidget):
         self._update_title()
         if self._layout == "grid":
             self._grid_layout.set_bandwidth(h, kernel)
-        if self._legend_stale != self._cal_stale():
-            self._update_legend()            # CAL was computed at another bandwidth: shown as pending
+        if self._legend_stale != self._cal_stale() or self._notes != self._curve_notes():
+            self._update_legend()            # CAL pending at another bandwidth, or the curves' notes changed
 
     def set_show_bins(self, on: bool) -> None:
         """The reliability bins (accuracy per bin with its interval) on or off."""
@@ -240,9 +243,12 @@ class CalibrationCanvas(QtWidgets.QWidget):
         return [s.name for s in self._series]
 
     def drawn_curve(self, name: str) -> tuple[np.ndarray, np.ndarray]:
-        """(x, y) exactly as handed to the curve item of calibrator ``name`` (NaN where the curve is undefined)."""
+        """(x, y) of calibrator ``name``'s curve exactly as handed to its items, the solid and the pale part
+        together (NaN where the curve is undefined)."""
         s = self._get(name)
         x, y = s.curve.xData, s.curve.yData
+        if s.has_thin and y is not None:
+            y = np.where(np.isfinite(y), y, s.thin.yData)
         return (np.zeros(0) if x is None else x), (np.zeros(0) if y is None else y)
 
     # ---------------------------------------------------------------------------------- layout, bands, range
@@ -284,6 +290,20 @@ class CalibrationCanvas(QtWidgets.QWidget):
         self._refresh_visibility()
         self._grid_layout.set_bands(self._bands, self._band_hidden)
 
+    def set_ci(self, on: bool) -> None:
+        """The curves' pointwise confidence bands on or off (drawn where computed at the current bandwidth)."""
+        self._ci = bool(on)
+        if self.toolbar.ci.isChecked() != self._ci:
+            self.toolbar.ci.setChecked(self._ci)
+        self._refresh_visibility()
+        self._update_legend()
+        self._grid_layout.set_ci(self._ci)
+
+    @property
+    def ci_on(self) -> bool:
+        """Whether the curves' confidence bands are switched on."""
+        return self._ci
+
     def bands_shown(self) -> dict:
         """Calibrator name -> whether its band is drawn in the overlay."""
         return {s.name: s.band.isVisible() for s in self._series}
@@ -312,7 +332,7 @@ class CalibrationCanvas(QtWidgets.QWidget):
     def export_figure(self, path, options: Optional[FigureOptions] = None, formats=()) -> list:
         """The shown calibrators as a publication figure (export.render_figure): the options' size, DPI, fonts,
         theme (light by default, whatever the screen's) and layout; the current bandwidth, bands and range."""
-        options = options or FigureOptions(layout=self._layout)
+        options = options or FigureOptions(layout=self._layout, ci_band=self._ci)
         hidden_bands = set(self._band_hidden)
         return render_figure(self.figure_panels(options.layout), path, options, bandwidth=self._bandwidth,
                              kernel=self._kernel, formats=formats, hidden_bands=hidden_bands,
@@ -359,11 +379,7 @@ class CalibrationCanvas(QtWidgets.QWidget):
             on = s.name not in self._hidden
             if on:
                 s.update(self._bandwidth, self._kernel)
-            for item in (s.curve, s.density):
-                item.setVisible(on)
-            s.band.setVisible(on and self._bands and s.name not in self._band_hidden)
-            for item in (s.bin_errors, s.bin_points):
-                item.setVisible(on and self._show_bins)
+            s.set_shown(on, band=self._bands and s.name not in self._band_hidden, ci=self._ci, bins=self._show_bins)
 
     def _update_title(self) -> None:
         t = self._theme
@@ -391,9 +407,13 @@ class CalibrationCanvas(QtWidgets.QWidget):
             return
         if not self._compact:
             self._legend_stale = self._cal_stale()
+        self._notes = self._curve_notes()
         self._legend.setHtml(overlay.legend_table(shown, self._theme, compact=self._compact,
-                                                  stale=self._legend_stale))
+                                                  stale=self._legend_stale, notes=self._notes))
         self._legend.show()
+
+    def _curve_notes(self) -> list[str]:
+        return overlay.curve_notes([s for s in self._series if s.name not in self._hidden], self._ci)
 
     def _set_readout(self, text: str) -> None:
         if text != self._readout:
@@ -447,7 +467,8 @@ class CalibrationCanvas(QtWidgets.QWidget):
     def _rebuild_grid(self) -> None:
         if self._grid_layout.view is not None and self._layout == "grid":
             self._grid_layout.show_panels(self.figure_panels("grid"), bandwidth=self._bandwidth, kernel=self._kernel,
-                                          bands=self._bands, band_hidden=self._band_hidden, x_range=self.x_range())
+                                          bands=self._bands, band_hidden=self._band_hidden, x_range=self.x_range(),
+                                          ci=self._ci)
 
 
 def render_diagram_png(results, path, *, bandwidth: float = 0.05, kernel: str = "gaussian",

@@ -37,11 +37,12 @@ class CanvasGrid:
         return self.view
 
     def show_panels(self, panels: Sequence[PanelSpec], *, bandwidth: float, kernel: str, bands: bool,
-                    band_hidden: Iterable[str], x_range: tuple[float, float]) -> None:
+                    band_hidden: Iterable[str], x_range: tuple[float, float], ci: bool = False) -> None:
         """Draw ``panels`` at ``bandwidth`` (confidence units) and ``kernel``, the bands on or off (``band_hidden``:
-        the colour keys drawn without theirs), over the confidence range ``x_range`` = (lo, hi)."""
+        the colour keys drawn without theirs), the confidence bands ``ci`` on or off, over the confidence range
+        ``x_range`` = (lo, hi)."""
         view = self.view
-        view.bands, view.band_hidden = bands, set(band_hidden)
+        view.bands, view.band_hidden, view.ci_band = bands, set(band_hidden), bool(ci)
         view.set_bandwidth(bandwidth, kernel)
         view.set_panels(panels)
         view.set_x_range(*x_range)
@@ -56,6 +57,11 @@ class CanvasGrid:
         if self.view is not None:
             self.view.bands, self.view.band_hidden = bands, set(band_hidden)
             self.view.set_bands(bands)
+
+    def set_ci(self, on: bool) -> None:
+        """The confidence bands on or off (nothing before ``create``)."""
+        if self.view is not None:
+            self.view.set_ci(on)
 
     def set_x_range(self, lo: float, hi: float) -> None:
         """The confidence range [lo, hi] of every panel (nothing before ``create``)."""

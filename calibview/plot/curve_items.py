@@ -1,8 +1,12 @@
-"""The drawn items of one curve: kernel curve, sharpness band, density area and reliability bins (pyqtgraph).
+"""The drawn items of one curve: kernel curve, sharpness band, confidence band, density area and reliability
+bins (pyqtgraph).
 
 Shared by the interactive canvas (canvas.py) and the small-multiples figure (figure.py). Everything numeric comes
-from the core (``smoothing.sharpness_curve``); items are created once and updated in place with ``setData``.
-The curve, band and density are drawn on [1/K, 1] only: no top-label confidence lies below 1/K.
+from the core (``smoothing.sharpness_curve``, ``smoothing.effective_n``, the result's ``curve_band``); items are
+created once and updated in place with ``setData``. The curve, bands and density are drawn on [1/K, 1] only: no
+top-label confidence lies below 1/K. Where fewer than ``smoothing.MIN_EFFECTIVE_N`` samples lie under the kernel
+the curve is drawn pale (``thin``): it rests on too few samples to be read closely. The confidence band is the
+pointwise bootstrap band the engine computed at one bandwidth and kernel; at any other it is not drawn.
 """
 
 from __future__ import annotations
@@ -17,7 +21,8 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from calibview.core.stats import smoothing
 from calibview.plot.theme import Theme, qcolor, themed_color
 
-__all__ = ["Series", "AreaItem", "DRAW_FLOOR", "domain_floor", "band_alpha_scale", "set_export_quality"]
+__all__ = ["Series", "AreaItem", "DRAW_FLOOR", "THIN_ALPHA", "domain_floor", "band_alpha_scale",
+           "set_export_quality"]
 
 
 def band_alpha_scale(n_bands: int) -> float:
@@ -105,6 +110,8 @@ class Series:
         self.faint = faint
         self.line_width = 2.0
         self.band_on = not faint
+        self.has_thin = False           # part of the drawn curve rests on < MIN_EFFECTIVE_N samples
+        self.has_ci = False             # the confidence band exists at the drawn bandwidth and kernel
         self.band_alpha_scale = 1.0
         self.state: Optional[tuple[float, str]] = None     # (bandwidth, kernel) the items show
         self.sc: Optional[smoothing.SharpnessCurve] = None
@@ -118,9 +125,14 @@ class Series:
         # Separate segments instead of one stroked polyline: Qt strokes a 2 px antialiased polyline ~6x slower.
         self.curve.opts["segmentedLineMode"] = "on"
         self.curve.setZValue(10)
+        self.thin = pg.PlotCurveItem(antialias=True, connect="finite", skipFiniteCheck=False)
+        self.thin.setZValue(10)
+        self.ci_lo = pg.PlotCurveItem(antialias=True, connect="finite", skipFiniteCheck=False)
+        self.ci_hi = pg.PlotCurveItem(antialias=True, connect="finite", skipFiniteCheck=False)
         self.density = AreaItem()
         top.addItem(self.band, ignoreBounds=True)
-        top.addItem(self.curve, ignoreBounds=True)
+        for item in (self.curve, self.thin, self.ci_lo, self.ci_hi):
+            top.addItem(item, ignoreBounds=True)
         bottom.addItem(self.density, ignoreBounds=True)
 
         bins = getattr(result, "bins", None)        # reliability bins: absent from e.g. a positive-class curve
@@ -141,7 +153,7 @@ class Series:
 
     def remove(self, top: pg.PlotItem, bottom: pg.PlotItem) -> None:
         """Take this series' items off the accuracy plot ``top`` and the density strip ``bottom``."""
-        for item in (self.band, self.curve, self.bin_errors, self.bin_points):
+        for item in (self.band, self.curve, self.thin, self.ci_lo, self.ci_hi, self.bin_errors, self.bin_points):
             top.removeItem(item)
         bottom.removeItem(self.density)
 
@@ -156,6 +168,14 @@ class Series:
         pen.setCapStyle(QtCore.Qt.PenCapStyle.FlatCap)      # segments meet end to end: no overdraw at joints
         self.curve.setPen(pen)
         self.curve.opts["segmentedLineMode"] = "on" if self.dash is None else "off"   # dashes need one polyline
+        thin = QtGui.QPen(pen)
+        thin.setColor(qcolor(color, THIN_ALPHA))
+        self.thin.setPen(thin)
+        for item in (self.ci_lo, self.ci_hi):       # thin lines, unlike the filled sharpness band
+            ci = pg.mkPen(qcolor(color, 200), width=max(1.0, 0.5 * pen.widthF()))
+            if self.dash is not None:
+                ci.setStyle(self.dash)
+            item.setPen(ci)
         self.band.setPen(pg.mkPen(qcolor(color, theme.band_edge_alpha), width=1))
         # overlapping bands: each one's opacity shrinks past three so that the stack stays readable
         self.band.setBrush(QtGui.QBrush(qcolor(color, round(theme.band_alpha * self.band_alpha_scale))))
@@ -166,6 +186,18 @@ class Series:
         self.bin_errors.setVisible(visible)     # ErrorBarItem.setData shows itself whenever it has x and y
         self.bin_points.setPen(pg.mkPen(theme.background, width=1))
         self.bin_points.setBrush(pg.mkBrush(color))
+
+    def set_shown(self, on: bool, *, band: bool, ci: bool, bins: bool, density: bool = True) -> None:
+        """Show or hide this series' items: everything off unless ``on``; then the sharpness ``band``, the
+        confidence band ``ci`` (where it exists at the drawn bandwidth), the reliability ``bins``, the density."""
+        for item in (self.curve, self.thin):
+            item.setVisible(on)
+        self.band.setVisible(on and band)
+        for item in (self.ci_lo, self.ci_hi):
+            item.setVisible(on and ci)
+        self.density.setVisible(on and density)
+        for item in (self.bin_errors, self.bin_points):
+            item.setVisible(on and bins)
 
     def update(self, bandwidth: float, kernel: str) -> None:
         """Recompute the curve at (bandwidth, kernel) from the binned statistics and push it into the items."""
@@ -180,17 +212,42 @@ class Series:
         # Gaussian kernel never reaches exactly zero): draw it only where the density is at least DRAW_FLOOR of
         # its peak, so the diagram never shows an accuracy at confidences no sample has.
         valid = sc.valid[idx] & (sc.density[idx] >= DRAW_FLOOR) & inside
+        thin = valid & (smoothing.effective_n(self.result.stats, bandwidth, kernel)[idx] < smoothing.MIN_EFFECTIVE_N)
+        self.has_thin = bool(thin.any())
+        empty = np.zeros(0)
         if not valid.any():
-            empty = np.zeros(0)
             self.curve.setData(x=empty, y=empty)
             self.band.setPath(QtGui.QPainterPath())
         else:
-            full = bool(valid.all())
-            y = sc.curve[idx] if full else np.where(valid, sc.curve[idx], np.nan)
+            solid = valid & ~thin
+            full = bool(solid.all())
+            y = sc.curve[idx] if full else np.where(solid, sc.curve[idx], np.nan)
             self.curve.setData(x=x, y=y, connect="all" if full else "finite", skipFiniteCheck=full)
             self.band.setPath(_area_path(x, sc.band_lo[idx], sc.band_hi[idx], valid))
+        if self.has_thin:       # the pale part reaches one point into the solid part, so the two join
+            near = thin | np.r_[thin[1:], False] | np.r_[False, thin[:-1]]
+            self.thin.setData(x=x, y=np.where(valid & near, sc.curve[idx], np.nan), connect="finite")
+        else:
+            self.thin.setData(x=empty, y=empty)
+        self._update_ci(sc, bandwidth, kernel)
         dens = sc.density[idx]
         self.density.setPath(_area_path(x, np.zeros_like(dens), dens, inside))
+
+    def _update_ci(self, sc, bandwidth: float, kernel: str) -> None:
+        """The confidence band's lines, where the result has one at (bandwidth, kernel) and the curve is drawn."""
+        band = getattr(self.result, "curve_band", None)
+        self.has_ci = (band is not None and band.kernel == kernel
+                       and abs(band.bandwidth - bandwidth) <= 1e-9 * max(bandwidth, 1.0))
+        if not self.has_ci:
+            empty = np.zeros(0)
+            for item in (self.ci_lo, self.ci_hi):
+                item.setData(x=empty, y=empty)
+            return
+        x = band.x
+        keep = (np.isfinite(band.lo) & np.isfinite(band.hi) & (x >= domain_floor(self.k))
+                & (np.interp(x, sc.x, sc.density) >= DRAW_FLOOR))
+        for item, y in ((self.ci_lo, band.lo), (self.ci_hi, band.hi)):
+            item.setData(x=x, y=np.where(keep, y, np.nan), connect="finite")
 
     def readout(self, x: float, bandwidth: float) -> str:
         """The hover text at confidence ``x``: accuracy and density of the drawn curve there, and about how many
@@ -229,4 +286,6 @@ def domain_floor(k: int) -> float:
 
 #: The curve and band are drawn where the confidence density is at least this fraction of its maximum.
 DRAW_FLOOR = 1e-3
+#: Opacity (of 255) of the curve where it rests on fewer than MIN_EFFECTIVE_N samples under the kernel.
+THIN_ALPHA = 90
 

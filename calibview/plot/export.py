@@ -134,6 +134,7 @@ def render_figure(panels: Sequence[PanelSpec], path, options: Optional[FigureOpt
     try:
         view.band_hidden = set(hidden_bands)
         view.set_bands(options.bands)
+        view.ci_band = options.ci_band
         view.set_bandwidth(bandwidth, kernel)
         view.set_panels(panels)
         if x_range is not None:

@@ -79,6 +79,9 @@ class ExportDialog(QtWidgets.QDialog):
         self.bands = QtWidgets.QCheckBox("Sharpness bands")
         self.bands.setChecked(bool(getattr(canvas, "bands_on", True)))
         form.addRow("", self.bands)
+        self.ci_band = QtWidgets.QCheckBox("Confidence bands of the curves")
+        self.ci_band.setChecked(bool(getattr(canvas, "ci_on", False)))
+        form.addRow("", self.ci_band)
         self.size_note = QtWidgets.QLabel()
         form.addRow("", self.size_note)
         for w in (self.width, self.dpi):
@@ -125,6 +128,7 @@ class ExportDialog(QtWidgets.QDialog):
         return FigureOptions(width_in=self.width_in(), dpi=float(self.dpi.value()), font_pt=self.font.value(),
                              line_width_pt=self.line.value(), theme=self.theme.currentData(),
                              layout=self.layout_box.currentData(), bands=self.bands.isChecked(),
+                             ci_band=self.ci_band.isChecked(),
                              title=getattr(self.canvas, "title", "") or "")
 
     def export_to(self, path) -> list:

@@ -19,6 +19,7 @@ from PySide6 import QtCore, QtGui
 
 from calibview.core.reports import units
 from calibview.plot.navigation import unit_ticks, x_ticks
+from calibview.plot.overlay import curve_notes
 from calibview.plot.curve_items import Series, band_alpha_scale, domain_floor
 from calibview.plot.spec import PanelSpec
 from calibview.plot.palette import assign_colors, assign_dashes
@@ -196,6 +197,9 @@ class _Panel:
                 sub = f"{head}<br>{last}"
             if self.first and faint and len(view.panels) > 1:       # say once what the grey curve is
                 sub += f" · grey: {html.escape(faint[0].name.lower())}"
+            if self.first:                                   # and what pale parts and thin lines mean
+                drawn = [s for p in view.panels for s in p.series if not s.faint and s.name not in view.hidden]
+                sub += "".join(f" · {html.escape(n)}" for n in curve_notes(drawn, view.ci_band))
             text += f"<br><span style='color:{t.muted}; font-size:{view.font_px * 0.8:.1f}px'>{sub}</span>"
         self.title.setText(f"<span style='color:{t.foreground}'>{text}</span>", size=f"{view.font_px:.1f}px")
         self.title.setVisible(bool(text))
@@ -254,6 +258,7 @@ class FigureView(pg.GraphicsLayoutWidget):
         self.theme = THEMES[theme]
         self.hidden: set[str] = set()
         self.bands = True
+        self.ci_band = False        # the curves' confidence bands (``ci`` is pyqtgraph's central item)
         self.band_hidden: set[str] = set()
         self.panels: list[_Panel] = []
         self.specs: list[PanelSpec] = []
@@ -308,11 +313,9 @@ class FigureView(pg.GraphicsLayoutWidget):
                 on = s.name not in self.hidden
                 if on:
                     s.update(self._bandwidth, self._kernel)
-                s.curve.setVisible(on)
-                s.band.setVisible(on and s.band_on and self.bands and s.item.color_key not in self.band_hidden)
-                s.density.setVisible(on and not s.faint)
-                s.bin_errors.setVisible(False)
-                s.bin_points.setVisible(False)
+                s.set_shown(on, band=s.band_on and self.bands and s.item.color_key not in self.band_hidden,
+                            ci=self.ci_band and not s.faint, bins=False, density=not s.faint)
+        for p in self.panels:           # after every curve: the first panel's title notes what all of them show
             p.update_title(self, self.theme)
 
     def set_columns(self, columns: Optional[int]) -> None:
@@ -353,6 +356,11 @@ class FigureView(pg.GraphicsLayoutWidget):
             self.band_hidden.discard(color_key)
         else:
             self.band_hidden.add(color_key)
+        self._refresh()
+
+    def set_ci(self, on: bool) -> None:
+        """The curves' pointwise confidence bands on or off (drawn where computed at the current bandwidth)."""
+        self.ci_band = bool(on)
         self._refresh()
 
     def set_hidden(self, labels) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Iterable
 
 import pyqtgraph as pg
-from PySide6 import QtCore, QtWidgets
+from PySide6 import QtCore, QtGui, QtWidgets
 
 __all__ = ["CanvasToolbar", "DraggableLegend", "RANGE_PRESETS", "unit_ticks", "x_ticks"]
 
@@ -105,6 +105,7 @@ class CanvasToolbar(QtWidgets.QWidget):
 
     layout_changed = QtCore.Signal(str)
     bands_changed = QtCore.Signal(bool)
+    ci_changed = QtCore.Signal(bool)
     item_band_changed = QtCore.Signal(str, bool)
     range_preset = QtCore.Signal(str)
     export_requested = QtCore.Signal()
@@ -129,6 +130,14 @@ class CanvasToolbar(QtWidgets.QWidget):
         self.bands.toggled.connect(self.bands_changed)
         self.band_menu = QtWidgets.QMenu(self.bands)
         self.bands.setMenu(self.band_menu)
+        self.ci = QtWidgets.QToolButton()
+        self.ci.setText("CI")
+        self.ci.setCheckable(True)
+        self.ci.setShortcut(QtGui.QKeySequence("Ctrl+I"))
+        self.ci.setToolTip("Show each curve's pointwise bootstrap confidence band (Ctrl+I): thin lines, unlike the "
+                           "sharpness band, which is not a confidence interval. Drawn at the bandwidth the metrics "
+                           "were computed at")
+        self.ci.toggled.connect(self.ci_changed)
         self.range_box = QtWidgets.QComboBox()
         for label, key in RANGE_PRESETS:
             self.range_box.addItem(label, key)
@@ -145,6 +154,7 @@ class CanvasToolbar(QtWidgets.QWidget):
         row.addWidget(QtWidgets.QLabel("Layout"))
         row.addWidget(self.layout_box)
         row.addWidget(self.bands)
+        row.addWidget(self.ci)
         row.addSpacing(8)
         row.addWidget(QtWidgets.QLabel("Range"))
         row.addWidget(self.range_box)

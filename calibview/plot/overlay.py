@@ -11,6 +11,7 @@ import pyqtgraph as pg
 from PySide6 import QtGui
 
 from calibview.core.reports import units
+from calibview.core.stats.smoothing import MIN_EFFECTIVE_N
 from calibview.plot.navigation import unit_ticks, x_ticks
 from calibview.plot.theme import Theme, themed_color
 
@@ -81,10 +82,29 @@ def style_axes(top: pg.PlotItem, bottom: pg.PlotItem, t: Theme) -> None:
     bottom.setLabel("bottom", "confidence", **label_style)
 
 
-def legend_table(shown: Sequence, t: Theme, *, compact: bool, stale: bool) -> str:
+def curve_notes(shown: Sequence, ci: bool) -> list[str]:
+    """What the drawn curves' styles mean, for a legend: the pale part of a curve (``Series.has_thin``) and, with
+    ``ci`` on, the confidence band's lines, or why they are missing (computed at another bandwidth)."""
+    notes = []
+    if any(s.has_thin for s in shown):
+        notes.append(f"pale: fewer than {MIN_EFFECTIVE_N} samples under the kernel")
+    if ci:
+        levels = {round(100 * s.result.curve_band.level) for s in shown if s.has_ci}
+        if levels:
+            notes.append(f"thin lines: {'/'.join(str(v) for v in sorted(levels))} % confidence band")
+        if any(getattr(s.result, "curve_band", None) is not None and not s.has_ci for s in shown):
+            bands = [s.result.curve_band for s in shown if getattr(s.result, "curve_band", None) is not None]
+            notes.append(f"confidence band at h = {bands[0].bandwidth:g} only")
+        elif not levels:
+            notes.append("no confidence band: evaluated without resamples")
+    return notes
+
+
+def legend_table(shown: Sequence, t: Theme, *, compact: bool, stale: bool, notes: Sequence[str] = ()) -> str:
     """The legend's HTML table for the shown ``curve_items.Series`` in theme ``t``: a colour swatch, the label and
     ECE %, CAL ×100 and TOT ×100 of each; ``compact`` (side by side with other splits): short names and ECE only;
-    ``stale``: CAL was computed at another bandwidth than the one drawn (shown as "…")."""
+    ``stale``: CAL was computed at another bandwidth than the one drawn (shown as "…"); ``notes``: lines under
+    the table (``curve_notes``)."""
     cell = "style='padding: 1px 5px 1px 5px'"
     num = "style='padding: 1px 5px 1px 5px' align='right'"
     if compact:            # side by side with other splits: ECE only (the table has the rest)
@@ -106,6 +126,8 @@ def legend_table(shown: Sequence, t: Theme, *, compact: bool, stale: bool) -> st
                 f"<td {num}>{_fmt(m, 'tot', bare=True)}</td></tr>")
         rows.append(f"<tr style='color:{t.muted}'><td></td><td colspan='4' {cell}>"
                     f"<small>CAL at h; TOT = Brier, any h</small></td></tr>")
+    rows += [f"<tr style='color:{t.muted}'><td></td><td colspan='4' {cell}><small>{html.escape(n)}</small></td></tr>"
+             for n in notes]
     return (f"<table cellspacing='0' style='color:{t.foreground}; font-size:{FONT_PT - 1}pt'>"
             + "".join(rows) + "</table>")
 

@@ -157,7 +157,8 @@ def parse_formats(text: str) -> list[str]:
 class FigureOptions:
     """How a figure is exported. Sizes are physical: ``width_in`` at ``dpi`` gives the PNG's pixels (7 in at
     300 DPI: 2100 px); fonts in points and lines in points keep their size whatever the DPI.
-    ``height_in`` None: chosen from the layout (the panels' aspect)."""
+    ``height_in`` None: chosen from the layout (the panels' aspect). ``bands``: the sharpness bands;
+    ``ci_band``: the curves' pointwise confidence bands (where computed at the figure's bandwidth)."""
 
     width_in: float = 7.0
     dpi: float = 300.0
@@ -167,6 +168,7 @@ class FigureOptions:
     theme: str = "light"
     layout: str = "grid"
     bands: bool = True
+    ci_band: bool = False
     title: str = ""
     extra: dict = field(default_factory=dict)
 
@@ -178,7 +180,7 @@ class FigureOptions:
         """The settings as one line, written into the file's metadata (PNG text chunk, SVG/PDF title)."""
         parts = [f"width={self.width_in:g}in", f"dpi={self.dpi:g}", f"font={self.font_pt:g}pt",
                  f"line={self.line_width_pt:g}pt", f"theme={self.theme}", f"layout={self.layout}",
-                 f"bands={'on' if self.bands else 'off'}"]
+                 f"bands={'on' if self.bands else 'off'}"] + (["confidence_band=on"] if self.ci_band else [])
         parts += [f"{k}={v}" for k, v in self.extra.items()]
         head = f"{self.title} | " if self.title else ""
         return head + "calibview figure: " + " ".join(parts)

@@ -258,15 +258,16 @@ def kernel_values(u: np.ndarray, h: float, kernel: str) -> np.ndarray:
 
 
 @lru_cache(maxsize=128)
-def grid_kernel_hat(grid_size: int, h: float, kernel: str) -> tuple[int, np.ndarray]:
-    """(nfft, rfft of the kernel at grid offsets) for a non-wrapping convolution of a grid_size-point signal."""
+def grid_kernel_hat(grid_size: int, h: float, kernel: str, power: int = 1) -> tuple[int, np.ndarray]:
+    """(nfft, rfft of the kernel at grid offsets, raised to ``power`` before the transform) for a non-wrapping
+    convolution of a grid_size-point signal; nfft does not depend on ``power``."""
     dx = 1.0 / (grid_size - 1)
     reach = h * (_GAUSS_SUPPORT if kernel == "gaussian" else 1.0)
     half = min(grid_size - 1, int(math.ceil(reach / dx)))
     nfft = sfft.next_fast_len(grid_size + half, real=True)
     d = np.arange(-half, half + 1)
     wrapped = np.zeros(nfft)
-    wrapped[d % nfft] = kernel_values(d * dx, h, kernel)
+    wrapped[d % nfft] = kernel_values(d * dx, h, kernel) ** power
     hat = sfft.rfft(wrapped)
     hat.flags.writeable = False
     return nfft, hat
