@@ -1,7 +1,8 @@
 """The Python API for notebooks and scripts, on arrays: ``evaluate`` and its :class:`Result` (``evaluation``,
-``result``), one-off metric functions (``metrics``), scikit-learn-style calibrators (``calibrators``) and logits
-collected from a torch model (``collect``). ``import calibview`` exposes these names lazily (``calibview.ece``,
-``calibview.evaluate``, ...), so importing the package costs no torch until one is used.
+``result``), conformal prediction sets (``conformal_sets``), one-off metric functions (``metrics``), scikit-learn-style
+calibrators (``calibrators``) and logits collected from a torch model (``collect``). ``import calibview`` exposes
+these names lazily (``calibview.ece``, ``calibview.evaluate``, ...), so importing the package costs no torch until
+one is used.
 
 This layer sits beside the command line and the window: it uses the core and the figures, and nothing below
 imports it."""
@@ -10,6 +11,8 @@ imports it."""
 EXPORTS: dict[str, str] = {
     "evaluate": "evaluation",
     "Result": "result",
+    "conformal": "conformal_sets",
+    "ConformalResult": "conformal_sets",
     "CalibviewError": "calibview.core.errors",
     "accuracy": "metrics",
     "nll": "metrics",

@@ -36,16 +36,17 @@ LABEL = "calibview.evaluate"
 FIT, TEST = "fit", "test"
 
 
-def _numpy(x: Any, what: str) -> np.ndarray:
+def _numpy(x: Any, what: str, label: str = LABEL) -> np.ndarray:
     """``x`` as a numpy array without a copy where one is not needed: a CPU tensor shares its memory, a GPU
-    tensor is copied to the host once, bfloat16 (which numpy lacks) becomes float32."""
+    tensor is copied to the host once, bfloat16 (which numpy lacks) becomes float32; ``label`` starts the message
+    when it is missing (the calling function's name)."""
     if isinstance(x, torch.Tensor):
         t = x.detach()
         if t.dtype == torch.bfloat16:
             t = t.float()
         return t.cpu().numpy() if t.device.type != "cpu" else t.numpy()
     if x is None:
-        raise CalibviewError(f"{LABEL}: {what} is missing; give an (N, K) array of scores and (N,) labels.")
+        raise CalibviewError(f"{label}: {what} is missing; give an (N, K) array of scores and (N,) labels.")
     return np.asarray(x)
 
 
@@ -97,11 +98,12 @@ def _options(options: Optional[Mapping[str, Mapping[str, Any]]], names: tuple[st
     return tuple(out)
 
 
-def _pair(fit) -> tuple:
-    """The (scores, labels) pair of ``fit``."""
-    if not (isinstance(fit, (tuple, list)) and len(fit) == 2):
-        raise ParameterError("fit must be a (scores, labels) pair: the arrays the calibrators are fitted on.", "fit")
-    return fit[0], fit[1]
+def _pair(pair, what: str = "fit") -> tuple:
+    """The (scores, labels) pair given as parameter ``what`` (``fit``: the calibrators' arrays)."""
+    if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
+        role = "the calibrators are fitted on" if what == "fit" else "the conformal quantile is taken on"
+        raise ParameterError(f"{what} must be a (scores, labels) pair: the arrays {role}.", what)
+    return pair[0], pair[1]
 
 
 class _Progress:

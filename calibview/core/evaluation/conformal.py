@@ -29,7 +29,7 @@ from calibview.core.evaluation import defaults
 from calibview.core.evaluation.job import Job
 from calibview.core.evaluation.request import EvalRequest, check_request
 from calibview.core.evaluation.slices import _read_column, slice_codes
-from calibview.core.io import arrays, stream
+from calibview.core.io import stream
 from calibview.core.stats import conformal as cf
 from calibview.core.stats.metrics import chunk_rows
 from calibview.core.stats.resampling import Resampler, percentile_interval
@@ -260,8 +260,6 @@ def _ranked(p, y, scores, calibration, qhats, calibrator):
 
 def _slices(job, info, split, mondrian, notes) -> list:
     """[(column, names, (N,) codes)] of the evaluation split's metadata columns (floats in quantile groups)."""
-    if arrays.is_memory(job.req.file):
-        return []
     out = []
     for column in info.split(split).meta:
         names, codes = slice_codes(_read_column(job.req.file, info, split, column))

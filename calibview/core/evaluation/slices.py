@@ -38,7 +38,7 @@ from calibview.core.io import memory
 from calibview.core.io import discovery
 from calibview.core.io import logits as lg
 from calibview.core.io import schema
-from calibview.core.io import shards, stream
+from calibview.core.io import arrays, shards, stream
 from calibview.core.stats.bootstrap import ClasswiseBootstrap, SampleBootstrap, mixed_classes
 from calibview.core.stats.resampling import ResampleBlock, Resampler
 from calibview.core.stats.deltas import delta_columns, paired_difference
@@ -229,7 +229,10 @@ def _span(progress, lo: float, hi: float):
 
 
 def _read_column(file: str, run: schema.RunInfo, split: str, column: str) -> np.ndarray:
-    """The column of one file, or of every shard of a pattern in order (each validated on its own)."""
+    """The column of one file (or in-memory run), or of every shard of a pattern in order (each validated on its
+    own)."""
+    if arrays.is_memory(file):
+        return arrays.read_meta(file, run, split, column)
     if not shards.is_pattern(file):
         return lg.read_meta(file, run, split, column)
     parts = [lg.read_meta(f, run.name, split, column) for f in shards.expand(file)]

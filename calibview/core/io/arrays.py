@@ -139,6 +139,19 @@ def list_runs(path: str) -> list[RunInfo]:
     return [lookup(path).info]
 
 
+def read_meta(path: str, run: Union[str, RunInfo], split: str, column: str) -> np.ndarray:
+    """The metadata column ``column`` of split ``split`` of the in-memory run at ``path``, (N,) read-only as
+    :func:`calibview.core.io.logits.read_meta` returns a file's (validated when registered)."""
+    held = lookup(path)
+    held.info.split(split)
+    cols = held.meta.get(split, {})
+    if column not in cols:
+        have = ", ".join(cols) if cols else "none"
+        raise CalibviewError(f"{path}: split {split} has no metadata column '{column}' (available: {have}); give "
+                             f"it in meta.")
+    return cols[column]
+
+
 def read_split(path: Optional[str], run: Union[str, RunInfo], split: str, *, chunk_rows: Optional[int] = None,
                progress: Optional[Progress] = None, cancel: Optional[threading.Event] = None) -> SplitData:
     """Split ``split`` of the in-memory run at ``path`` (validated when registered, so nothing is read or
