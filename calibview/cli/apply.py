@@ -8,7 +8,7 @@ import argparse
 import logging
 from typing import Optional
 
-from calibview.cli.options import add_input_options
+from calibview.cli.options import add_input_options, add_lock_options
 from calibview.core.errors import CalibviewError
 
 HELP = "apply a fitted calibrator (JSON) to a split and write its probabilities"
@@ -30,6 +30,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--allow-other-run", action="store_true",
                    help="apply a calibrator fitted on another run (a warning; K and class names must match)")
     add_input_options(p)
+    add_lock_options(p)
 
 
 def load_calibrator(path: str, run, use: Optional[str], allow_other_run: bool = False):

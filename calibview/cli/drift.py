@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from calibview.cli.options import add_common_options
+from calibview.cli.options import add_common_options, add_lock_options
 
 HELP = "compare a shipped config with new labelled data (shadow traffic); optionally refit (exit 1 on drift)"
 
@@ -29,6 +29,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--n-boot", type=int, default=None, help="resamples (default: the config's)")
     p.add_argument("--json", action="store_true", help="print the comparison as JSON")
     add_common_options(p)
+    add_lock_options(p)
 
 
 def run(args) -> int:
@@ -69,9 +70,14 @@ def run(args) -> int:
               f"(limit +{d.max_ece_increase:g})")
     if d.refit is not None:
         new = d.refit.config
-        paths = write_all(out, {"inference_config.json": rel.config_text(new),
-                                "metrics.csv": metrics_csv(d.refit.rows)},
-                          inputs=[args.config, args.file]) if write else []
+        paths = []
+        if write:
+            from calibview.core.io.durable.locks import output_lock
+
+            out.parent.mkdir(parents=True, exist_ok=True)
+            with output_lock(out):          # one writer of the folder at a time (report and release lock it too)
+                paths = write_all(out, {"inference_config.json": rel.config_text(new),
+                                        "metrics.csv": metrics_csv(d.refit.rows)}, inputs=[args.config, args.file])
         if not args.json:
             m = new["metrics"]
             old = d.refit.shipped.results[0].metrics["ece"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from calibview.cli.options import add_input_options
+from calibview.cli.options import add_input_options, add_lock_options
 from calibview.startup import add_log_options
 
 HELP = "convert .npz, .npy pairs or .pt logits into a calibview HDF5 file"
@@ -27,6 +27,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         help="(N,) or (N, 1) scores are probabilities p of class 1, stored as [1 - p, p]")
     add_log_options(p)
     add_input_options(p)
+    add_lock_options(p)
 
 
 def run(args) -> int:

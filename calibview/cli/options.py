@@ -132,6 +132,16 @@ def add_input_options(p: argparse.ArgumentParser) -> None:
                    help="read datasets whose chunks were never written or that inflate over 200x (over 256 MB)")
 
 
+def add_lock_options(p: argparse.ArgumentParser) -> None:
+    """``--lock-timeout``: how long a command that writes an output waits for another calibview process writing
+    the same output (calibview.core.io.durable.locks)."""
+    from calibview.core.io.durable.locks import LOCK_TIMEOUT
+
+    p.add_argument("--lock-timeout", type=float, default=LOCK_TIMEOUT, metavar="SECONDS",
+                   help=f"wait this long for another calibview process writing the same output, then refuse "
+                        f"(default {LOCK_TIMEOUT:g})")
+
+
 def add_common_options(p: argparse.ArgumentParser) -> None:
     """The options of the release, check and drift commands besides their own: the device, logging and what the
     input may do."""

@@ -84,6 +84,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         from calibview.core.io import guard
         policy = guard.using(args.allow_external, args.allow_sparse)
     try:
+        if hasattr(args, "lock_timeout"):     # how long writers of one output wait for each other
+            from calibview.core.io.durable.locks import set_timeout
+            set_timeout(args.lock_timeout)
         with policy:
             return COMMANDS[args.command].run(args)
     except Cancelled:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 
-from calibview.cli.options import add_common_options, log_calibrator_warnings, request_defaults
+from calibview.cli.options import add_common_options, add_lock_options, log_calibrator_warnings, request_defaults
 
 HELP = "fit, evaluate and write the release material: inference_config.json, report.html, CSVs, diagram.png"
 
@@ -50,6 +50,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="a model weights file the config ships with: its SHA-256 and size are recorded "
                         "(repeatable; `check --weights` verifies them)")
     add_common_options(p)
+    add_lock_options(p)
 
 
 def run(args) -> int:
@@ -63,8 +64,13 @@ def run(args) -> int:
     from calibview.core.reports.html import render
     from calibview.core.release.weights import weights_records
     from calibview.cli.shared import out_dir, render_png, write_all
+    from calibview.core.io.safe_io import refuse_overwriting_inputs
+    from calibview.core.reports.folder import RELEASE_FILES, ReportFolder
 
     out = out_dir(args.out)
+    refuse_overwriting_inputs([out / name for name in RELEASE_FILES], [args.file])
+    settings = {k: v for k, v in vars(args).items() if k not in ("out", "log_level", "quiet", "lock_timeout")}
+    folder = ReportFolder(out, inputs=[args.file], settings=settings, release=True)   # refused before any work
     weights = weights_records(args.weights)          # a missing file is refused before any work
     try:
         audit = [float(x) for x in args.audit.split(",")]
@@ -85,7 +91,9 @@ def run(args) -> int:
              "per_class.csv": per_class_csv(r.per_class), "report.html": render(r, png)}
     if png:
         files["diagram.png"] = png
-    paths = write_all(out, files, inputs=[args.file])
+    with folder:                    # staged beside --out, swapped in as a whole when every file is written
+        write_all(folder.dir, files, inputs=[args.file])
+    paths = folder.written
     m = r.config["metrics"]
     t = r.config["thresholds"]
     print(f"{ev.run.name}: {r.name} fitted on {args.fit_split} (N={ev.n_fit}), evaluated on {args.eval_split} "

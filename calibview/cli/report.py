@@ -10,7 +10,7 @@ import dataclasses
 import logging
 from pathlib import Path
 
-from calibview.cli.options import (add_eval_options, add_figure_options, eval_file, evaluate_all, figure_options,
+from calibview.cli.options import (add_eval_options, add_figure_options, add_lock_options, eval_file, evaluate_all, figure_options,
                                    first_settings, log_calibrator_warnings, requests_from_args)
 from calibview.core.errors import CalibviewError
 
@@ -25,6 +25,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-diagram", action="store_true", help="skip diagram.png (it needs Qt, drawn offscreen)")
     p.add_argument("--force", action="store_true",
                    help="write into a non-empty --out that holds no earlier report's manifest.json")
+    add_lock_options(p)
     add_figure_options(p)
     add_selective_options(p)       # --audit, --target-precision: selective.csv, audit.csv, thresholds.csv
     add_compare_options(p)         # --compare, --reference: compare.csv
@@ -54,7 +55,7 @@ def run(args) -> int:
     prepare_compare(args)         # refuses runs that cannot be compared before any work
     figure = None if args.no_diagram else figure_options(args)
     inputs = [eval_file(args)]
-    settings = {k: v for k, v in vars(args).items() if k not in ("out", "log_level", "quiet", "force")}
+    settings = {k: v for k, v in vars(args).items() if k not in ("out", "log_level", "quiet", "force", "lock_timeout")}
     folder = ReportFolder(args.out, inputs=inputs, settings=settings, force=args.force)   # refused before any work
     engine = Engine()
     evaluations = evaluate_all(args, engine)

@@ -185,17 +185,21 @@ def test_non_empty_folder_without_manifest_needs_force(tmp_path, capsys):
     assert (out / "mine.csv").read_text() == "keep" and (out / MANIFEST).exists()
 
 
-def test_a_hostile_manifest_cannot_remove_files_outside(tmp_path):
+@pytest.mark.parametrize("entry", ["../victim.txt", "ABSOLUTE"])
+def test_a_hostile_manifest_cannot_remove_files_outside(tmp_path, capsys, entry):
     data, out = two_runs(tmp_path / "in.h5"), tmp_path / "rep"
     assert report(data, out, "--no-diagram") == 0
     victim = tmp_path / "victim.txt"
     victim.write_text("x")
     manifest = json.loads((out / MANIFEST).read_text())
     digest = hashlib.sha256(b"x").hexdigest()            # as if the previous report had written it
-    manifest["files"] += [{"name": "../victim.txt", "sha256": digest}, {"name": str(victim), "sha256": digest}]
+    manifest["files"] += [{"name": str(victim) if entry == "ABSOLUTE" else entry, "sha256": digest}]
     (out / MANIFEST).write_text(json.dumps(manifest))
-    assert report(data, out, "--no-diagram") == 0
-    assert victim.exists() and data.exists()
+    before = {p.name: fingerprint(p) for p in out.iterdir()}
+    refused(capsys, ["report", str(data), "--calibrators", "none", "--n-boot", "0", "--no-diagram", "-o", str(out)],
+            "a path outside", "refuses this manifest")
+    assert victim.read_text() == "x" and data.exists()
+    assert {p.name: fingerprint(p) for p in out.iterdir()} == before
 
 
 def test_an_append_through_a_symbolic_link_replaces_its_target(tmp_path):

@@ -13,13 +13,14 @@ test every writing command runs before it writes (:func:`refuse_overwriting_inpu
 from __future__ import annotations
 
 import contextlib
+import errno
 import glob
 import os
 import shutil
 import tempfile
 import threading
 from pathlib import Path
-from typing import Iterable, Iterator, Optional, Union
+from typing import Callable, Iterable, Iterator, Optional, Union
 
 from calibview.core.errors import CalibviewError
 
@@ -62,25 +63,68 @@ def refuse_overwriting_inputs(outputs: Iterable[PathLike], inputs: Iterable[Opti
 
 
 @contextlib.contextmanager
-def atomic_hdf5(path: PathLike) -> Iterator[str]:
-    """Yield a temporary path in ``path``'s folder, holding a copy of ``path`` if it exists; when the block ends
-    without an error the copy replaces ``path`` (one rename), otherwise it is removed and ``path`` is untouched."""
+def atomic_hdf5(path: PathLike, reserve: int = 0, init: Optional[Callable[[str], None]] = None) -> Iterator[str]:
+    """Yield a temporary path in ``path``'s folder, holding a copy of ``path`` if it exists (else what ``init(tmp)``
+    creates, if given); when the block ends without an error the copy replaces ``path`` (one rename), otherwise it
+    is removed and ``path`` is untouched.
+
+    The whole write holds the output's lock (:func:`calibview.core.io.durable.locks.output_lock`), so concurrent
+    writers append one after the other; copies left by killed runs are removed first. ``reserve`` bytes (an upper
+    bound of what the block adds) are allocated on disk before the block runs, so that a full disk is refused
+    here, in one sentence, and never reaches the HDF5 library in the middle of a write (which it does not survive:
+    it crashes on closing the file). The HDF5 library gives back what was not used when it closes the file."""
+    from calibview.core.io.durable.hooks import checkpoint
+    from calibview.core.io.durable.locks import output_lock
+    from calibview.core.io.durable.stale import sweep
+
     file = os.path.realpath(os.fspath(path))        # through a symbolic link: replace its target, keep the link
     directory, base = os.path.split(file)
     if not os.path.isdir(directory):
         raise CalibviewError(f"{file}: the output directory does not exist.")
     tmp = os.path.join(directory, f".{base}.{os.getpid()}.{threading.get_ident()}.tmp")
+    with output_lock(file):
+        sweep(file, hdf5=True)
+        try:
+            if os.path.exists(file):
+                shutil.copyfile(file, tmp)
+                shutil.copymode(file, tmp)
+            elif init is not None:
+                init(tmp)
+            checkpoint("hdf5-copied")
+            if reserve > 0:
+                _reserve(tmp, int(reserve), file)
+            yield tmp
+            checkpoint("hdf5-written")
+            os.replace(tmp, file)
+        except OSError as e:
+            raise CalibviewError(f"{file}: could not be written ({e.strerror or e}); it was left as it was.") from None
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+
+
+def _reserve(tmp: str, extra: int, file: str) -> None:
+    """Allocate ``extra`` bytes past the end of ``tmp`` on disk (or, where the file system cannot, check that
+    they are free); one sentence when the disk has not got them."""
+    size = os.path.getsize(tmp)
+    fd = os.open(tmp, os.O_RDWR)
     try:
-        if os.path.exists(file):
-            shutil.copyfile(file, tmp)
-            shutil.copymode(file, tmp)
-        yield tmp
-        os.replace(tmp, file)
+        os.posix_fallocate(fd, 0, size + extra)
+        return
     except OSError as e:
-        raise CalibviewError(f"{file}: could not be written ({e.strerror or e}); it was left as it was.") from None
+        if e.errno != errno.ENOSPC and e.errno not in (errno.EOPNOTSUPP, errno.ENOTSUP, errno.EINVAL, errno.ENOSYS):
+            raise
+        full = e.errno == errno.ENOSPC
+    except AttributeError:                           # no posix_fallocate on this system
+        full = False
     finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        os.close(fd)
+    if not full:
+        st = os.statvfs(os.path.dirname(tmp))
+        full = st.f_bavail * st.f_frsize < extra
+    if full:
+        raise CalibviewError(f"{file}: writing it needs up to {extra / 2**20:.1f} MB free on its disk, which has "
+                             f"less (no space left on device); it was left as it was.")
 
 
 #: where Linux (>= 4.7) shows the umask without changing it
@@ -113,6 +157,8 @@ def atomic_write(path: str | os.PathLike, data: str | bytes) -> None:
     except OSError as e:
         raise CalibviewError(f"Cannot write {path}: {e.strerror or e}.") from None
     try:
+        from calibview.core.io.durable.hooks import checkpoint
+
         # mkstemp creates the file 0600: keep the mode of the file being replaced, or give a new one the
         # permissions a plain open() would (0666 minus the umask).
         try:
@@ -121,6 +167,7 @@ def atomic_write(path: str | os.PathLike, data: str | bytes) -> None:
             mode = 0o666 & ~_current_umask()
         os.chmod(tmp, mode)
         with os.fdopen(fd, "wb") as f:
+            checkpoint("atomic-write")     # where tests kill the process or fill the disk
             f.write(data.encode("utf-8") if isinstance(data, str) else data)
             f.flush()
             os.fsync(f.fileno())

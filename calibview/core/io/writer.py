@@ -70,12 +70,44 @@ def write_splits(path: PathLike, model: str, dataset: str, splits: Mapping[str, 
     if exists and not h5py.is_hdf5(file):
         raise CalibviewError(f"{file}: the output exists and is not an HDF5 file; refusing to overwrite it.")
     try:           # an existing file is appended to in a copy, renamed into place only when complete
-        with safe_io.atomic_hdf5(file) as tmp, h5py.File(tmp, "r+" if exists else "w", track_order=True) as f:
-            if exists:
-                _check_existing(f, file, run_path, checked, names, ks[0], overwrite)
-            _write_into(f, run_path, checked, names, attrs, compression, columns)
+        with safe_io.atomic_hdf5(file, reserve=_upper_bound(checked, columns), init=_create) as tmp:
+            with h5py.File(tmp, "r+", track_order=True) as f:
+                if exists:
+                    _check_existing(f, file, run_path, checked, names, ks[0], overwrite)
+                _write_into(f, run_path, checked, names, attrs, compression, columns)
+            _read_back(tmp, file)
     except OSError as e:
         raise CalibviewError(f"{file}: could not write {run_path} ({oneline(e)}).") from None
+
+
+def _create(tmp: str) -> None:
+    """A new, empty HDF5 file (the root group in creation order), created before the disk space is reserved."""
+    h5py.File(tmp, "w", track_order=True).close()
+
+
+def _upper_bound(checked: dict, columns: Mapping) -> int:
+    """Bytes the new splits can take on disk at most: their uncompressed arrays (labels as int64), the strings of
+    their metadata columns, and the HDF5 structure around them."""
+    total = 1 << 20
+    for _, scores, labels in checked.values():
+        total += scores.nbytes + 8 * labels.shape[0]
+    for split in columns.values():
+        for values in split.values():
+            total += (sum(len(str(v).encode("utf-8")) + 16 for v in values) if values.dtype == object
+                      else values.nbytes)
+    return int(total * 1.05)
+
+
+def _read_back(tmp: str, file: str) -> None:
+    """Read the written copy as every later command will (``calibview.core.io.discovery``, whose checks include
+    the compression-bomb rule) before it replaces ``file``: a refusal then leaves ``file`` as it was."""
+    from calibview.core.io.discovery import list_runs
+
+    try:
+        list_runs(tmp)
+    except CalibviewError as e:
+        text = str(e).replace(tmp, file).rstrip(".")
+        raise CalibviewError(f"{text}; nothing was written to {file}.") from None
 
 
 def _run_path(file: str, model: str, dataset: str, split_names: list[str]) -> str:
