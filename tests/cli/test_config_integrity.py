@@ -121,7 +121,8 @@ def test_a_tampered_config_exits_2_or_fails_its_criterion(shipped, toy, tmp_path
 def test_the_refusals_name_the_field(shipped, toy, tmp_path, capsys):
     for kind, field in [("temperature-list", "calibrator.params.temperature is [1.5]"),
                         ("empty-params", "calibrator.params.temperature is missing"),
-                        ("n-boot-huge", "settings.n_boot is 10000000"), ("threshold-minus-5", "thresholds.global is -5"),
+                        ("n-boot-huge", "settings.n_boot is 10000000"),
+                        ("threshold-minus-5", "thresholds.global is -5"),
                         ("unknown-key", "shell is 'rm -rf /'")]:
         cfg = _edit(json.loads(shipped.read_text()), kind)
         cfg["config_sha256"] = rel.config_sha256(cfg)
@@ -198,20 +199,16 @@ def test_the_signature_covers_the_hash_and_every_field(shipped, keys):
     assert cfg["config_sha256"] == rel.config_sha256(cfg)            # the signature is outside the hash
     pub = signing.load_public_key(keys["release"][1])
     signing.verify(cfg, pub)
-    from cryptography.hazmat.primitives.asymmetric import ed25519
     import base64
 
-    value = base64.b64decode(cfg["signature"]["value"])
-    ed25519_pub = ed25519.Ed25519PublicKey.from_public_bytes(
-        pub.public_bytes(*_raw()))                                  # an independent verification of the bytes
-    ed25519_pub.verify(value, json.dumps({k: v for k, v in cfg.items() if k != "signature"}, sort_keys=True,
-                                         separators=(",", ":")).encode())
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ed25519
+
+    # an independent verification: the raw key, the signature and the canonical bytes spelled out here
+    raw = pub.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    ed25519.Ed25519PublicKey.from_public_bytes(raw).verify(
+        base64.b64decode(cfg["signature"]["value"]),
+        json.dumps({k: v for k, v in cfg.items() if k != "signature"}, sort_keys=True, separators=(",", ":")).encode())
     cfg["config_sha256"] = "0" * 64
     with pytest.raises(Exception, match="changed after it was signed"):
         signing.verify(cfg, pub)
-
-
-def _raw():
-    from cryptography.hazmat.primitives import serialization
-
-    return serialization.Encoding.Raw, serialization.PublicFormat.Raw
