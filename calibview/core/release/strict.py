@@ -84,7 +84,11 @@ def _number(v: Any, field: str, lo: float, hi: float, *, open_lo: bool = False, 
             optional: bool = False) -> None:
     if v is None and optional:
         return
-    rule = f"a number in {'(' if open_lo else '['}{lo:g}, {hi:g}{')' if open_hi else ']'}"
+    if hi == math.inf:
+        rule = ("a finite number" if lo == -math.inf else
+                "a positive finite number" if lo == 0 and open_lo else f"a finite number >= {lo:g}")
+    else:
+        rule = f"a number in {'(' if open_lo else '['}{lo:g}, {hi:g}{')' if open_hi else ']'}"
     _need(_is_number(v) and (v > lo if open_lo else v >= lo) and (v < hi if open_hi else v <= hi), field, rule)
 
 
