@@ -1,7 +1,8 @@
 """``calibview check CONFIG FILE``: the release's acceptance checklist re-computed on a split, for CI pipelines.
 Exit 0 when every criterion passes, 1 when any fails or is inconclusive (its interval straddles the limit; a
 calibrator released with fit warnings fails; ``--weights`` files that do not match the config's record fail), 2 on
-bad input (tampered config, fit-data mismatch, another run or class count, unknown split)."""
+bad input (tampered config, fit-data mismatch, another run or class count, unknown split; with ``--trust PUBKEY``
+an unsigned config or one whose signature does not verify with that key)."""
 
 from __future__ import annotations
 
@@ -39,7 +40,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--weights", action="append", default=[], metavar="FILE",
                    help="verify a model weights file against the SHA-256 and size the config records (repeatable; "
                         "a mismatch fails, exit 1)")
+    p.add_argument("--trust", default=None, metavar="PUBKEY",
+                   help="refuse (exit 2) a config that is not signed by the Ed25519 key whose public half is the PEM "
+                        "file PUBKEY (release --sign; docs/RELEASE.md)")
     add_common_options(p)
+
+
+#: what the integrity hash can and cannot tell, said by every check without --trust
+HASH_NOTE = ("note: config_sha256 detects accidental changes, not deliberate edits (anyone can recompute it); sign "
+             "with release --sign and check with --trust PUBKEY to detect those.")
 
 
 def run(args) -> int:
@@ -52,7 +61,16 @@ def run(args) -> int:
     from calibview.core.release.weights import weights_criteria
     from calibview.cli.shared import criteria_table
 
-    config = rel.load_config(args.config)
+    if args.trust is not None:
+        from calibview.core.release import signing
+
+        key = signing.load_public_key(args.trust)
+        raw = rel.read_config(args.config)
+        if isinstance(raw, dict):             # the signature is verified first: it says who changed what
+            signing.verify(raw, key, args.config, args.trust)
+        config = rel.verify_config(raw, args.config)
+    else:
+        config = rel.load_config(args.config)
     weights = weights_criteria(config, args.weights)       # read before any work: a missing file is bad input
     split = args.split or config["provenance"]["eval_split"]
     limits = Limits(max_ece=args.max_ece, max_class_ece=args.max_class_ece, max_high_conf_gap=args.max_high_conf_gap,
@@ -61,13 +79,24 @@ def run(args) -> int:
     checked = evaluate_config(Engine(), config, args.file, split, min_slice=args.min_slice, n_boot=args.n_boot,
                               device=args.device, path=args.config)
     rows = criteria(config, checked, limits) + weights
+    if args.trust is not None:
+        from calibview.core.release.acceptance import Criterion
+
+        rows.append(Criterion("signed by the trusted key", f"key {config['signature']['key_sha256'][:12]}", None,
+                              None, "match", True, note=args.trust))
     passed = all(c.passed for c in rows)
     if args.json:
         print(json.dumps([c.record() for c in rows], indent=2))
+        if args.trust is None:
+            import logging
+
+            logging.getLogger("calibview").warning(HASH_NOTE)
     else:
         print(f"{rel.run_name(config)} on {split} (N={checked.evaluation.n_eval}) with {config['calibrator']['method']} "
               f"of config {config['config_sha256'][:12]}")
         print(criteria_table(rows, limits.rule))
+        if args.trust is None:
+            print(HASH_NOTE)
         for w in config["calibrator"].get("warnings") or []:
             print(f"⚠ the shipped calibrator's fit: {w}")
         ece = checked.result.metrics["ece"]

@@ -49,6 +49,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--weights", action="append", default=[], metavar="FILE",
                    help="a model weights file the config ships with: its SHA-256 and size are recorded "
                         "(repeatable; `check --weights` verifies them)")
+    p.add_argument("--sign", default=None, metavar="KEYFILE",
+                   help="sign the config with the Ed25519 private key in the PEM file KEYFILE (`check --trust "
+                        "PUBKEY` verifies it; docs/RELEASE.md)")
     add_common_options(p)
     add_lock_options(p)
 
@@ -72,6 +75,11 @@ def run(args) -> int:
     settings = {k: v for k, v in vars(args).items() if k not in ("out", "log_level", "quiet", "lock_timeout")}
     folder = ReportFolder(out, inputs=[args.file], settings=settings, release=True)   # refused before any work
     weights = weights_records(args.weights)          # a missing file is refused before any work
+    key = None
+    if args.sign is not None:                         # so is a missing or wrong key
+        from calibview.core.release import signing
+
+        key = signing.load_private_key(args.sign)
     try:
         audit = [float(x) for x in args.audit.split(",")]
     except ValueError:
@@ -87,7 +95,8 @@ def run(args) -> int:
     log_calibrator_warnings(ev)
     png = None if args.no_diagram else render_png(
         ev, f"{ev.run.name} · {ev.request.eval_split} (N = {ev.n_eval:,}, K = {ev.k})")
-    files = {"inference_config.json": rel.config_text(r.config), "metrics.csv": metrics_csv(r.rows),
+    config = r.config if key is None else signing.sign(r.config, key)
+    files = {"inference_config.json": rel.config_text(config), "metrics.csv": metrics_csv(r.rows),
              "per_class.csv": per_class_csv(r.per_class), "report.html": render(r, png)}
     if png:
         files["diagram.png"] = png
@@ -117,6 +126,8 @@ def run(args) -> int:
         ([f"inconclusive (N={ev.n_eval} too small to decide): {'; '.join(unsure)}"] if unsure else []))
         or "all pass"))
     print(f"config_sha256 {r.config['config_sha256']}")
+    if key is not None:
+        print(f"signed with the Ed25519 key {config['signature']['key_sha256'][:12]} ({args.sign})")
     print("wrote " + ", ".join(str(p) for p in paths))
     return 0
 

@@ -105,13 +105,15 @@ def write_diagrams(evaluations, out: Path, figure=None, engine=None) -> list[Pat
     except ImportError as e:          # a headless install without Qt still gets the CSV and JSON
         logging.getLogger("calibview").warning(f"warning: no diagram.png ({e}); install PySide6 and pyqtgraph for it.")
         return []
+    from calibview.core.reports.names import unique_names
+
     paths = []
     several_runs = len({(ev.run.file, ev.run.name) for ev in evaluations}) > 1
     several_splits = len({ev.request.eval_split for ev in evaluations}) > 1
-    for ev in evaluations:
-        parts = ([ev.run.name] if several_runs else []) + ([ev.request.eval_split] if several_splits else [])
-        name = "_".join(["diagram"] + ["".join(c if c.isalnum() or c in "-." else "_" for c in p)
-                                       for p in parts]) + ".png"
+    keys = [([ev.run.name] if several_runs else []) + ([ev.request.eval_split] if several_splits else [])
+            for ev in evaluations]
+    names = unique_names(keys, "diagram", ".png")      # runs that sanitise alike get a hash each, none is lost
+    for ev, name in zip(evaluations, names):
         title = f"{ev.run.name} · {ev.request.eval_split} (N = {ev.n_eval:,}, K = {ev.k})"
         if figure is not None:
             opts, formats = figure

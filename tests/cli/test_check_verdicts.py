@@ -64,7 +64,7 @@ def test_an_interval_straddling_the_default_limit_is_inconclusive_and_exits_1(sm
     assert ece_line.split()[-1] == "inconclusive"
     assert f"[{ece_row['lo']:.4f}, {ece_row['hi']:.4f}]" in ece_line         # the interval is shown
     last = out.strip().splitlines()[-1]
-    assert last.startswith("INCONCLUSIVE: 1 of 8 criteria inconclusive")
+    assert last.startswith("INCONCLUSIVE: 1 of 10 criteria inconclusive")
     assert "ECE on deploy (15 bins)" in last and f"N={N_DEPLOY} too small to decide" in last
     assert main(["check", config, small, "--json", *LOOSE, *OPTS]) == 1
     rows = _rows(capsys)
@@ -80,7 +80,7 @@ def test_pass_and_fail_by_interval(small, config, ece_row, capsys):
     below = min(lo, value) - 1e-4
     assert main(["check", config, small, "--max-ece", f"{below}", *LOOSE, *OPTS]) == 1
     last = capsys.readouterr().out.strip().splitlines()[-1]
-    assert last == "FAIL: 1 of 8 criteria fail: ECE on deploy (15 bins)."
+    assert last == "FAIL: 1 of 10 criteria fail: ECE on deploy (15 bins)."
     # just inside either end: the interval still straddles
     for limit in (lo + 1e-4, hi - 1e-4):
         assert main(["check", config, small, "--max-ece", f"{limit}", "--json", *LOOSE, *OPTS]) == 1
@@ -95,7 +95,7 @@ def test_decide_on_point_gives_the_point_estimates_verdict(small, config, ece_ro
     value = ece_row["value"]
     assert main(["check", config, small, "--decide-on", "point", "--max-ece", f"{value - 1e-4}", *LOOSE,
                  *OPTS]) == 1
-    assert "FAIL: 1 of 8 criteria fail" in capsys.readouterr().out
+    assert "FAIL: 1 of 10 criteria fail" in capsys.readouterr().out
     # every bounded row, at the default limits: passed exactly when value <= limit
     assert main(["check", config, small, "--decide-on", "point", "--json", *OPTS]) in (0, 1)
     for r in _rows(capsys)[:3]:

@@ -76,7 +76,7 @@ def test_check_exit_codes_follow_limits_around_the_known_ece(toy, shipped, capsy
     out = capsys.readouterr().out
     assert "PASS" in out and f"{ece:.4f}" in out
     assert main(["check", config, toy, "--max-ece", f"{ece - 0.005}", *loose, *FAST]) == 1
-    assert "FAIL: 1 of 8" in capsys.readouterr().out
+    assert "FAIL: 1 of 10" in capsys.readouterr().out
     assert main(["check", config, toy, "--max-ece", f"{ece + 0.0001}", "--use-bound", "upper", *loose, *FAST]) == 1
     capsys.readouterr()
     assert main(["check", config, toy, "--json", "--max-ece", f"{ece - 0.005}", *loose, *FAST]) == 1

@@ -19,22 +19,63 @@ _HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 
 def load_json(path: str, what: str = "a calibrators JSON",
               hint: str = "give the calibrators.json written by calibview report") -> Any:
-    """The JSON in ``path``; a missing file, an HDF5 or other binary file, or bad JSON is one sentence naming it
-    (``what`` the file should have been, ``hint`` what to give instead)."""
-    try:
-        with open(path, "rb") as f:
-            raw = f.read()
-    except OSError as e:
-        raise CalibviewError(f"Cannot read {path}: {e.strerror or e}.") from None
+    """The JSON in ``path``; a missing file, a FIFO, device or folder, an HDF5 or other binary file, bad JSON or an
+    object with a key twice is one sentence naming it (``what`` the file should have been, ``hint`` what to give
+    instead)."""
+    raw = read_regular(path, what, hint)
     if raw.startswith(_HDF5_SIGNATURE) or raw[512:520] == _HDF5_SIGNATURE:
         raise CalibviewError(f"{path} is an HDF5 file, not {what}; {hint} (check the order of the arguments).")
     try:
-        return json.loads(raw.decode("utf-8"))
+        return json.loads(raw.decode("utf-8"), object_pairs_hook=_unique_keys)
+    except _DuplicateKey as e:
+        raise CalibviewError(f"{path} has the key {e.args[0]!r} twice in one object, and JSON parsers differ in "
+                             f"which one they keep; {hint}.") from None
     except UnicodeDecodeError:
         raise CalibviewError(f"{path} is a binary file, not {what}; {hint}.") from None
     except (json.JSONDecodeError, RecursionError) as e:
         line = f" (line {e.lineno})" if isinstance(e, json.JSONDecodeError) else ""
         raise CalibviewError(f"{path} is not valid JSON{line}; {hint}.") from None
+
+
+class _DuplicateKey(ValueError):
+    """A JSON object names one key twice (args[0]: the key)."""
+
+
+def _unique_keys(pairs: list) -> dict:
+    """json's object_pairs_hook: the object as a dict, refusing a key that occurs twice (the last one would win
+    silently, while another parser may keep the first)."""
+    out: dict = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key)
+        out[key] = value
+    return out
+
+
+def read_regular(path: str, what: str, hint: str) -> bytes:
+    """The bytes of ``path`` when it is a regular file; a FIFO, socket, device or folder is refused without being
+    read (reading a FIFO would wait for a writer forever), a missing or unreadable file is one sentence."""
+    import os
+    import stat
+
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    except OSError as e:
+        raise CalibviewError(f"Cannot read {path}: {e.strerror or e}.") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise CalibviewError(f"{path} is not a regular file (a FIFO, device or folder), so it is not read as "
+                                 f"{what}; {hint}.")
+        chunks = []
+        while True:
+            block = os.read(fd, 1 << 20)
+            if not block:
+                return b"".join(chunks)
+            chunks.append(block)
+    except OSError as e:
+        raise CalibviewError(f"Cannot read {path}: {e.strerror or e}.") from None
+    finally:
+        os.close(fd)
 
 
 def _schema_warnings(path: str, records: Sequence[Mapping]) -> list[str]:

@@ -5,8 +5,12 @@ Criteria (value with interval, limit, outcome): ECE; the worst per-class ECE (EC
 below ``min_slice`` excluded); the gap between mean confidence and accuracy of the high-confidence bin (confidence
 >= ``high_conf``, Wilson interval); the calibrator was fitted on another split (name and data) than the one checked;
 thresholds exist only on calibrated scores; ``config_sha256`` matches; the calibrator's fit has no warnings; the
-fit split's hash matches the file when the file holds it. A tampered config or fit-data mismatch is a
-:class:`CalibviewError` (bad input) before any criterion is computed.
+fit split's hash matches the file when the file holds it (a config of a fitted calibrator without ``fit_sha256``
+fails it); the stored metrics equal those recomputed from the file (when the checked data are the release's eval
+data, by their hash); the thresholds equal those decided again on the file's fit split (with a target precision,
+when the file holds the fit split). Nothing the config stores is reported as a result: every number of the
+checklist is computed from the file. A tampered config or fit-data mismatch is a :class:`CalibviewError` (bad
+input) before any criterion is computed.
 
 A statistical criterion is decided by its interval (:func:`decide`, ``Limits.decide_on="interval"``): it passes
 when the whole interval is within the limit, fails when the whole interval is beyond it, and is inconclusive
@@ -18,7 +22,7 @@ from __future__ import annotations
 
 import tempfile
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Mapping, Optional
 
 import numpy as np
@@ -85,6 +89,7 @@ class Checked:
     split_sha256: str
     fit_hash: Optional[bool] = None            # True: FILE holds the fit split and it matches; None: not held
     rows: Optional[dict] = None                # the eval_rows entry when a half of the split was checked
+    thresholds: Optional[dict] = None          # decided again on FILE's fit split; None: not recomputed
 
     @property
     def result(self) -> CalibratorResult:
@@ -121,17 +126,18 @@ def evaluate_config(engine: Engine, config: Mapping[str, Any], file: str, split:
     info = rel.matching_run(config, file, path, run)
     info.split(split)
     fit_hash = rel.check_fit_hash(config, info, path)
+    thresholds = recompute_thresholds(engine, config, info, device) if fit_hash else None
     prov = config["provenance"]
     spec = prov.get("eval_rows") if split == prov.get("eval_split") and not whole else None
     if spec and int(spec["of"]) != info.split(split).n:
         spec = None                              # another split of that name: checked whole
     if not spec:
-        return _evaluate(engine, config, info, split, None, min_slice if per_class else None, n_boot, device,
-                         calibrators, fit_hash, progress, cancel)
+        return replace(_evaluate(engine, config, info, split, None, min_slice if per_class else None, n_boot,
+                                 device, calibrators, fit_hash, progress, cancel), thresholds=thresholds)
     with tempfile.TemporaryDirectory(prefix="calibview-check-") as tmp:
         sub = rel.write_subset(info, {split: rel.rows_of(spec)}, tmp, split)
-        return _evaluate(engine, config, sub, split, (info, spec), min_slice if per_class else None, n_boot,
-                         device, calibrators, fit_hash, progress, cancel)
+        return replace(_evaluate(engine, config, sub, split, (info, spec), min_slice if per_class else None, n_boot,
+                                 device, calibrators, fit_hash, progress, cancel), thresholds=thresholds)
 
 
 def _evaluate(engine, config, info, split, rows, min_slice, n_boot, device, calibrators, fit_hash, progress,
@@ -193,9 +199,96 @@ def criteria(config: Mapping[str, Any], checked: Checked, limits: Limits = Limit
     warned = list(config["calibrator"].get("warnings") or [])
     out.append(Criterion("calibrator fitted without warnings", f"{len(warned)} warning(s)" if warned else "none",
                          None, None, "none", not warned, note="; ".join(warned)))
-    out.append(Criterion("fit split's hash matches FILE", "match" if checked.fit_hash else "not in FILE",
-                         None, None, "match", True))
+    if method != "none" and not prov.get("fit_sha256"):
+        out.append(Criterion("fit split's hash matches FILE", "no fit_sha256 in the config", None, None, "match",
+                             False, note="the config does not say which data its calibrator was fitted on"))
+    else:
+        out.append(Criterion("fit split's hash matches FILE", "match" if checked.fit_hash else "not in FILE",
+                             None, None, "match", True))
+    out.append(_metrics_row(config, checked))
+    out.append(_thresholds_row(config, checked))
     return out
+
+
+#: how far a stored number may lie from the one recomputed (float64 sums in another order, another device)
+TOLERANCE = 1e-6
+
+
+def _same(stored: Any, computed: Any) -> bool:
+    """Whether a stored number (null for a non-finite one) equals the recomputed one within TOLERANCE."""
+    finite = computed is not None and bool(np.isfinite(computed))
+    if stored is None or not finite:
+        return stored is None and not finite
+    return abs(float(stored) - float(computed)) <= TOLERANCE * max(1.0, abs(float(computed)))
+
+
+def _metrics_row(config: Mapping[str, Any], checked: Checked) -> Criterion:
+    """The stored point estimates against those recomputed on the checked data, when these are the release's
+    eval data (same hash); the intervals are resampled on each run (device, n_boot) and are not compared."""
+    name = "stored metrics match those recomputed from FILE"
+    if checked.split_sha256 != config["provenance"].get("eval_sha256"):
+        return Criterion(name, "not compared", None, None, "match", True,
+                         note="the checked data are not the release's eval data")
+    got = checked.result.metrics
+    stored = config["metrics"]
+    known = {key for m in got for key in (m, f"{m}_lo", f"{m}_hi")}
+    bad = sorted(k for k in stored if k not in known)
+    bad += [m for m in got if m in stored and not _same(stored[m], got[m].value)]
+    if not bad:
+        return Criterion(name, "match", None, None, "match", True)
+    shown = ", ".join(f"{m} stored {stored[m]!r}" + (f", computed {got[m].value:.6g}" if m in got else "")
+                      for m in bad[:3])
+    return Criterion(name, f"{len(bad)} differ", None, None, "match", False,
+                     note=f"{shown}: the config's metrics were edited or belong to other data")
+
+
+def _thresholds_row(config: Mapping[str, Any], checked: Checked) -> Criterion:
+    """The shipped thresholds of a target precision against those decided again on FILE's fit split."""
+    name = "thresholds match those decided on FILE's fit split"
+    t = config["thresholds"]
+    if t.get("target_precision") is None:
+        fixed = t.get("global") is not None
+        return Criterion(name, "a fixed threshold" if fixed else "no thresholds", None, None, "match", True,
+                         note="a fixed threshold is chosen, not decided on data" if fixed else "")
+    again = checked.thresholds
+    if again is None:
+        return Criterion(name, "not recomputed", None, None, "match", True, note="FILE does not hold the fit split")
+    per, per_again = t.get("per_class") or [], again.get("per_class") or []
+    bad = ([f"global {t.get('global')!r} vs {again.get('global')!r}"]
+           if not _same(t.get("global"), again.get("global")) else [])
+    names = config["class_names"]
+    bad += [f"class {names[c]} {per[c]!r} vs {per_again[c]!r}" for c in range(len(per_again))
+            if c >= len(per) or not _same(per[c], per_again[c])]
+    if not bad:
+        return Criterion(name, "match", None, None, "match", True)
+    return Criterion(name, f"{len(bad)} differ", None, None, "match", False,
+                     note="; ".join(bad[:3]) + ": the config's thresholds were edited")
+
+
+def recompute_thresholds(engine: Engine, config: Mapping[str, Any], info: schema.RunInfo,
+                         device: str = "auto") -> Optional[dict]:
+    """The thresholds of the config's target precision decided again (:func:`calibview.core.release.config.
+    decide_thresholds`) on the calibrated scores of ``info``'s fit split (its ``fit_rows`` half where the config
+    has one), whose hash the caller checked; the config's own thresholds when it has no target precision."""
+    t = config["thresholds"]
+    if t.get("target_precision") is None:
+        return dict(t)
+    prov = config["provenance"]
+    split = prov["fit_split"]
+    fitted = rel.calibrator_of(config)
+    name = fitted.method
+
+    def decide(run_info: schema.RunInfo) -> dict:
+        req = request_for(config, run_info, split, n_boot=0, device=device, calibrators=(name,))
+        s = engine.scored(req, given={name: fitted})[name].stats
+        return rel.decide_thresholds(s.conf, s.pred, s.correct, len(config["class_names"]),
+                                     target_precision=float(t["target_precision"]))
+
+    spec = prov.get("fit_rows")
+    if not spec:
+        return decide(info)
+    with tempfile.TemporaryDirectory(prefix="calibview-check-") as tmp:
+        return decide(rel.write_subset(info, {split: rel.rows_of(spec)}, tmp, split))
 
 
 def decide(value: float, lo: Optional[float], hi: Optional[float], limit: float, rule: str = "interval"

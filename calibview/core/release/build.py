@@ -102,7 +102,7 @@ def build_release(engine: Engine, file: str, run: str, calibrator: str, fit_spli
     stats = scored[calibrator].stats
     slices = rs.class_slices(engine, req, calibrator, limits.min_slice, config["class_names"])
     checked = Checked(evaluation=ev, name=calibrator, stats=stats, class_slices=slices, split=eval_split,
-                      split_sha256=eval_sha, fit_hash=True if fit_sha else None)
+                      split_sha256=eval_sha, fit_hash=True if fit_sha else None, thresholds=thresholds)
     checklist = criteria(config, checked, limits)
     ece = ev.result(calibrator).metrics["ece"]
     per_class = per_class_rows(ev, calibrator, slices, thresholds, stats)

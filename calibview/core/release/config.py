@@ -20,7 +20,12 @@ With ``release --weights FILE`` the config also has ``"weights": [{"file", "sha2
 - ``calibrator.warnings``: the fit's warnings (empty for a clean fit; ``release`` writes a config with any only
   when told to, and ``check`` fails such a config). Configs written before it have no such key.
 - ``config_sha256``: SHA-256 of the canonical JSON (sorted keys, separators ``,`` and ``:``, ASCII) of the config
-  without that field, so that an edited config is detected. Non-finite numbers are stored as null.
+  without that field (and without ``signature``), so that an accidentally changed config is detected. Anyone can
+  recompute it after a deliberate edit: ``release --sign`` adds ``signature``, an Ed25519 signature
+  (:mod:`calibview.core.release.signing`), which ``check --trust`` verifies. Non-finite numbers are stored as null.
+
+Reading a config refuses a file that is not a regular file, a JSON object with a key twice, and (after the hash
+matched) any field of the wrong type or range (:mod:`calibview.core.release.strict`).
 """
 
 from __future__ import annotations
@@ -122,8 +127,10 @@ def canonical_json(obj: Any) -> bytes:
 
 
 def config_sha256(config: Mapping[str, Any]) -> str:
-    """SHA-256 hex of the canonical JSON of ``config`` without its ``config_sha256`` field."""
-    return hashlib.sha256(canonical_json({k: v for k, v in config.items() if k != "config_sha256"})).hexdigest()
+    """SHA-256 hex of the canonical JSON of ``config`` without its ``config_sha256`` and ``signature`` fields (the
+    signature covers the hash, so it is added after it)."""
+    return hashlib.sha256(canonical_json({k: v for k, v in config.items()
+                                          if k not in ("config_sha256", "signature")})).hexdigest()
 
 
 def _finite(x: Any) -> Any:
@@ -209,13 +216,19 @@ def has_thresholds(config: Mapping[str, Any]) -> bool:
 
 # --- loading and verifying ---------------------------------------------------------------------------------------
 
-def load_config(path: str | os.PathLike) -> dict:
-    """Read and verify an inference config: schema, keys and ``config_sha256`` (an edited config is refused)."""
+def read_config(path: str | os.PathLike) -> Any:
+    """The parsed JSON of ``path``, not yet verified: a FIFO, device or folder, a binary or HDF5 file, bad JSON
+    or a key given twice in one object is one sentence."""
     from calibview.core.calibrators.file import load_json
 
-    path = os.fspath(path)        # a binary or HDF5 file given as the config is one sentence too
-    config = load_json(path, "an inference config", "give an inference_config.json written by calibview release")
-    return verify_config(config, path)
+    return load_json(os.fspath(path), "an inference config",
+                     "give an inference_config.json written by calibview release")
+
+
+def load_config(path: str | os.PathLike) -> dict:
+    """Read and verify an inference config: schema, keys, ``config_sha256`` (an edited config is refused) and
+    every field's type and range."""
+    return verify_config(read_config(path), os.fspath(path))
 
 
 def is_config(obj: Any) -> bool:
@@ -224,8 +237,11 @@ def is_config(obj: Any) -> bool:
 
 
 def verify_config(config: Any, path: str = "the inference config") -> dict:
-    """A copy of ``config`` when it is an inference config with every key and an intact ``config_sha256``;
-    else a CalibviewError naming ``path``."""
+    """A copy of ``config`` when it is an inference config with every key, an intact ``config_sha256`` and fields
+    of the right types and ranges (:func:`calibview.core.release.strict.validate`); else a CalibviewError naming
+    ``path``."""
+    from calibview.core.release import strict
+
     if not is_config(config):
         raise CalibviewError(f"{path} is not a calibview inference config (its schema is not {SCHEMA!r}).")
     missing = [k for k in CONFIG_KEYS if k not in config]
@@ -239,6 +255,7 @@ def verify_config(config: Any, path: str = "the inference config") -> dict:
     if actual != config["config_sha256"]:
         raise CalibviewError(f"{path} was modified after it was written (its config_sha256 does not match its "
                              f"content); restore the released file or release again.")
+    strict.validate(config, path)
     return dict(config)
 
 
@@ -306,4 +323,4 @@ def ece_reading(ece: float) -> str:
 
 __all__ = ["SCHEMA", "build_config", "calibrator_of", "check_fit_hash", "config_sha256", "config_text",
            "decide_thresholds", "ece_reading", "halves", "has_thresholds", "load_config", "matching_run",
-           "split_sha256", "verify_config"]
+           "read_config", "split_sha256", "verify_config"]

@@ -31,14 +31,16 @@ def _fmt(x: float) -> str:
 
 def table_csv(rows: Sequence[dict], columns: Sequence[str], floats: Iterable[str] = ()) -> str:
     """The CSV of dict rows in ``columns`` order, one spelling of a cell in every file calibview writes: floats
-    round-trip (``_fmt``: NaN and None empty, inf as 'inf'), booleans ``true``/``false``, the rest as text.
+    round-trip (``_fmt``: NaN and None empty, inf as 'inf'), booleans ``true``/``false``, the rest as text, made
+    inert where a spreadsheet would read it as a formula (:func:`inert_text`). Every CSV calibview writes goes
+    through here.
 
     ``floats`` names columns whose numbers are written as floats whatever their type (numpy scalars, ints), so a
     column of metric values reads the same in every row."""
     floats = frozenset(floats)
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(columns)
+    w.writerow([inert_text(str(c)) for c in columns])
     for row in rows:
         w.writerow([_fmt(row[c]) if c in floats else _cell(row[c]) for c in columns])
     return buf.getvalue()
@@ -47,9 +49,37 @@ def table_csv(rows: Sequence[dict], columns: Sequence[str], floats: Iterable[str
 def _cell(v) -> object:
     if v is None:
         return ""
-    if isinstance(v, bool):
+    if isinstance(v, (bool, np.bool_)):
         return "true" if v else "false"
-    return _fmt(v) if isinstance(v, float) else v
+    if isinstance(v, float):
+        return _fmt(v)
+    if isinstance(v, (int, np.number)):
+        return v
+    return inert_text(str(v))
+
+
+#: the first characters that make a spreadsheet read a cell as a formula (OWASP's list for CSV injection)
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _is_number(text: str) -> bool:
+    """Whether ``text`` reads as a number as it stands (``-0.5``, ``+1e3``, ``inf``, ``-nan``; no blanks around)."""
+    if text != text.strip():
+        return False
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def inert_text(text: str) -> str:
+    """``text`` as a CSV cell no spreadsheet evaluates: a text that starts with ``=``, ``+``, ``-``, ``@``, a tab
+    or a carriage return, and does not read as a number, gets a single quote in front (``=1+2`` -> ``'=1+2``);
+    numbers such as ``-0.5`` and ``inf`` and every other text stay as they are."""
+    if text.startswith(FORMULA_STARTS) and not _is_number(text):
+        return "'" + text
+    return text
 
 
 def metrics_csv(rows: Sequence[dict]) -> str:
