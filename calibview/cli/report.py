@@ -29,6 +29,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_figure_options(p)
     add_selective_options(p)       # --audit, --target-precision: selective.csv, audit.csv, thresholds.csv
     add_compare_options(p)         # --compare, --reference: compare.csv
+    p.add_argument("--conformal", default=None, metavar="ALPHA[,ALPHA]",
+                   help="add conformal.csv and conformal.png: split conformal sets (lac, aps, raps) of the "
+                        "uncalibrated scores at these miscoverage levels, the quantile taken on the fit split "
+                        "(as `calibview conformal --calib-split FIT`)")
 
 
 def add_selective_options(p: argparse.ArgumentParser) -> None:
@@ -52,6 +56,9 @@ def run(args) -> int:
 
     audit = parse_thresholds(args.audit)
     check_target(args.target_precision)
+    if args.conformal:
+        from calibview.cli.conformal import _alphas
+        _alphas(args.conformal)           # a bad level is refused before any work
     prepare_compare(args)         # refuses runs that cannot be compared before any work
     figure = None if args.no_diagram else figure_options(args)
     inputs = [eval_file(args)]
@@ -59,6 +66,7 @@ def run(args) -> int:
     folder = ReportFolder(args.out, inputs=inputs, settings=settings, force=args.force)   # refused before any work
     engine = Engine()
     evaluations = evaluate_all(args, engine)
+    conformal = conformal_results(engine, first_settings(evaluations), args) if args.conformal else []
     with folder:                          # written into a staging folder, moved into --out when complete
         _, messages = write_report(evaluations, folder.dir)
         _, notes = write_selective(engine, evaluations, folder.dir, audit, args.target_precision)
@@ -69,6 +77,8 @@ def run(args) -> int:
         firsts = first_settings(evaluations)
         if not args.no_diagram:
             write_diagrams(firsts, folder.dir, figure, engine)
+        if conformal:
+            write_conformal(conformal, folder.dir, draw=not args.no_diagram)
     for note in notes:              # through the logger, so that --quiet leaves only errors on stderr
         logging.getLogger("calibview").warning(note)
     for message in messages + folder.notes:
@@ -80,6 +90,50 @@ def run(args) -> int:
         print(line)
     print("wrote " + ", ".join(str(p) for p in folder.written))
     return 0
+
+
+def conformal_results(engine, evaluations, args) -> list:
+    """The conformal evaluation of each run of ``evaluations`` at ``--conformal``'s levels: every score, the
+    uncalibrated probabilities, qhat on the run's fit split (``val`` when it has none), coverage and size on its
+    evaluation split with the report's resamples. Computed before anything is written."""
+    from calibview.cli.conformal import _alphas
+    from calibview.core.evaluation import defaults
+    from calibview.core.evaluation.conformal import evaluate_conformal
+
+    alphas = _alphas(args.conformal)
+    out = []
+    for ev in evaluations:
+        req = ev.request
+        out.append(evaluate_conformal(engine, req.file, ev.run.name, calib_split=req.fit_split or defaults.CALIB_SPLIT,
+                                      eval_split=req.eval_split, alphas=alphas, scores=defaults.CONFORMAL_SCORES,
+                                      calibrators=("none",), seed=req.seed, n_boot=req.n_boot, level=req.level,
+                                      device=req.device, max_memory=req.max_memory))
+    return out
+
+
+def write_conformal(results, out: Path, draw: bool = True) -> list[Path]:
+    """conformal.csv (every run's records, the columns of ``calibview conformal``) and conformal.png (one run) or
+    conformal_<model>_<dataset>.png per run; without Qt (or ``draw`` off) the CSV alone."""
+    from calibview.core.evaluation.conformal import COLUMNS, FLOAT_COLUMNS
+    from calibview.core.io.safe_io import atomic_write
+    from calibview.core.reports.names import unique_names
+    from calibview.core.reports.tables import table_csv
+
+    records = [r for res in results for r in res.records]
+    atomic_write(out / "conformal.csv", table_csv(records, COLUMNS, floats=FLOAT_COLUMNS))
+    paths = [out / "conformal.csv"]
+    if not draw:
+        return paths
+    try:
+        from calibview.plot.conformal import conformal_png
+    except ImportError as e:
+        logging.getLogger("calibview").warning(f"warning: no conformal.png ({e}); install PySide6 and pyqtgraph.")
+        return paths
+    keys = [[res.run.name] if len(results) > 1 else [] for res in results]
+    for res, name in zip(results, unique_names(keys, "conformal", ".png")):
+        conformal_png(list(res.records), out / name)
+        paths.append(out / name)
+    return paths
 
 
 def write_domains(evaluations, engine, out: Path) -> Path:

@@ -157,3 +157,43 @@ def test_bad_input_is_one_sentence_and_exit_2(h5, tmp_path, capsys, args, messag
 def test_a_split_streamed_from_disk_gives_the_same_records(h5, capsys):
     args = [h5, "--run", "net/toy", "--calibrator", "ts", "--fit-split", "fit", "--n-boot", "30", "--json"]
     assert _run(args + ["--max-memory", "1K"], capsys)[1] == _run(args, capsys)[1]
+
+
+def test_report_conformal_writes_the_commands_records(h5, tmp_path, capsys):
+    rc, want, _ = _run([h5, "--run", "net/toy", "--calib-split", "fit", "--eval-split", "test", "--alpha",
+                        "0.1,0.05", "--n-boot", "30", "--seed", "4", "--json"], capsys)
+    assert rc == 0
+    want = json.loads(want)
+    out = tmp_path / "rep"
+    rc = main(["report", h5, "--run", "net/toy", "--fit-split", "fit", "--eval-split", "test", "--calibrators",
+               "none,ts", "--n-boot", "30", "--seed", "4", "--conformal", "0.1,0.05", "--no-diagram", "--quiet",
+               "--out", str(out)])
+    assert rc == 0
+    with open(out / "conformal.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == len(want) and tuple(rows[0]) == COLUMNS
+    for got, w in zip(rows, want):
+        for key in COLUMNS:
+            v = w[key]
+            if isinstance(v, float) or (v is None and key != "group"):
+                assert (math.nan if got[key] in ("", "nan") else float(got[key])) == pytest.approx(
+                    math.nan if v is None else v, rel=1e-9, nan_ok=True), key
+            else:
+                assert got[key] == str(v), key
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert "conformal.csv" in json.dumps(manifest)
+
+
+@pytest.mark.qt
+def test_report_conformal_draws_conformal_png(h5, tmp_path):
+    rc = main(["report", h5, "--run", "net/toy", "--fit-split", "val", "--calibrators", "none", "--n-boot", "0",
+               "--conformal", "0.1", "--quiet", "--out", str(tmp_path / "r")])
+    assert rc == 0
+    assert (tmp_path / "r" / "conformal.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_report_conformal_refuses_a_bad_alpha_before_writing(h5, tmp_path, capsys):
+    rc = main(["report", h5, "--run", "net/toy", "--fit-split", "val", "--calibrators", "none", "--n-boot", "0",
+               "--conformal", "10", "--quiet", "--out", str(tmp_path / "r")])
+    assert rc == 2 and "give 0.1" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
