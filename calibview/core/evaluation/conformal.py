@@ -373,3 +373,58 @@ def _bootstrap(job, plans, n, n_boot, cancel) -> dict:
         out[key] = (full[:g], full[g:2 * g], full[2 * g:])
     return out
 
+
+
+def sweeps(engine, file: str, run: str, *, calib_split: str, eval_split: str, calibrators: Sequence[str] = ("none",),
+           scores: Sequence[str] = cf.SCORES, fit_split: Optional[str] = None, randomized: bool = False,
+           seed: int = defaults.SEED, lam: float = cf.RAPS_LAMBDA, kreg: int = cf.RAPS_KREG,
+           device: str = defaults.DEVICE, max_memory: Optional[int] = None, progress=None,
+           cancel: Optional[threading.Event] = None) -> dict:
+    """{(calibrator, score): :class:`~calibview.core.stats.conformal_sweep.SetSweep`} of run ``run``: one pass
+    over each split, after which any alpha costs O(N log K) (the window's slider). The splits, calibrators and
+    randomisation are those of :func:`evaluate_conformal`. The cache holds (N, K) float64 per calibrator and score;
+    above ``max_memory`` (default 2 GiB) it is refused with a sentence giving the size."""
+    from calibview.core.io.memory import DEFAULT_MAX_MEMORY, human
+    from calibview.core.stats.conformal_sweep import SetSweep
+
+    scores = list(dict.fromkeys(cf.check_score(s) for s in scores))
+    calibrators = tuple(dict.fromkeys(calibrators)) or ("none",)
+    if calib_split == eval_split:
+        raise ParameterError(f"The calibration and evaluation splits must differ (both are {calib_split!r}).",
+                             "calib_split")
+    probe = Job(engine.cache, EvalRequest(file=str(file), run=run, eval_split=eval_split, fit_split=None,
+                                          calibrators=("none",), device=device), [])
+    info = probe.run_info
+    n_cal, n_ev, k = info.split(calib_split).n, info.split(eval_split).n, info.k
+    need = n_ev * k * 8 * len(calibrators) * len(scores)
+    budget = max_memory or DEFAULT_MAX_MEMORY
+    if need > budget:
+        raise CalibviewError(f"The conformal sets of {info.name} would cache {human(need)} of scores ({n_ev:,} x "
+                             f"{k:,} per calibrator and score), more than {human(budget)}; use `calibview "
+                             f"conformal`, or fewer calibrators and scores.")
+    needs_fit = any(c != "none" for c in calibrators)
+    if needs_fit:
+        fit_split = _fit_split(info, fit_split, calib_split, eval_split)
+    req = EvalRequest(file=str(file), run=info.name, eval_split=eval_split, fit_split=fit_split if needs_fit else None,
+                      calibrators=calibrators, n_boot=0, seed=int(seed), device=device, max_memory=max_memory)
+    check_request(req)
+    job = Job(engine.cache, req, [])
+    fitted = engine.fitted(req, cancel=cancel)
+    report(progress, 0.0, f"scoring {calib_split}")
+    u_cal = cf.uniforms(seed, n_cal, 0) if randomized else None
+    _, cal_scores = _pass(job, calib_split, calibrators, fitted, scores, lam, kreg, u_cal, cancel, calibration=True)
+    report(progress, 0.4, f"ranking {eval_split}")
+    u_ev = cf.uniforms(seed, n_ev, 1) if randomized else None
+    labels = np.empty(n_ev, dtype=np.int64)
+    ranked = {(c, s): np.empty((n_ev, k)) for c in calibrators for s in scores}
+    label_scores = {key: np.empty(n_ev) for key in ranked}
+    for start, z, y in _chunks(job, eval_split, cancel):
+        rows = slice(start, start + z.shape[0])
+        labels[rows] = y.cpu().numpy()
+        for c in calibrators:
+            p = fitted[c].apply(z).exp().cpu().numpy()
+            for s in scores:
+                ranked[(c, s)][rows], label_scores[(c, s)][rows] = SetSweep.rows(
+                    p, labels[rows], s, lam=lam, kreg=kreg, u=None if u_ev is None else u_ev[rows])
+        report(progress, 0.4 + 0.6 * min(1.0, (start + z.shape[0]) / max(n_ev, 1)), f"ranking {eval_split}")
+    return {key: SetSweep(cal_scores[key], ranked[key], label_scores[key], labels) for key in ranked}
