@@ -11,13 +11,14 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
-import re
 import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 BEGIN, END = "<!-- bench_api_memory -->", "<!-- /bench_api_memory -->"
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))   # sections.py beside this script
+from sections import write_section  # noqa: E402
 TARGET = 1.5
 
 CHILD = r"""
@@ -48,14 +49,6 @@ print(json.dumps({"before": before, "peak": status("VmHWM"), "arrays": zt.nbytes
 """
 
 
-def write_section(path: str, text: str) -> None:
-    """Replace this script's section of ``path`` (appended when it has none)."""
-    old = open(path).read() if os.path.exists(path) else ""
-    pattern = re.compile(re.escape(BEGIN) + r".*?" + re.escape(END) + r"\n?", re.S)
-    new = (pattern.sub(lambda m: text, old, count=1) if pattern.search(old)
-           else (old.rstrip("\n") + "\n\n" + text if old else text))
-    with open(path, "w") as f:
-        f.write(new)
 
 
 def main(argv=None) -> int:
@@ -83,7 +76,7 @@ def main(argv=None) -> int:
             f"call {r['seconds']:.1f} s | <= {TARGET}x | {verdict} |\n{END}\n")
     print(text)
     if not args.no_write:
-        write_section(args.out, text)
+        write_section(args.out, text, BEGIN, END)
     return 0
 
 

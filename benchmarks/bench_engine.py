@@ -61,6 +61,8 @@ from calibview.core.evaluation.engine import Engine  # noqa: E402
 from calibview.core.evaluation.request import EvalRequest  # noqa: E402
 
 BEGIN, END = "<!-- bench_engine -->", "<!-- /bench_engine -->"
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))   # sections.py beside this script
+from sections import write_section  # noqa: E402
 DEMO = str(calibview.demo_path())
 SEVEN = ("none", "ts", "ts-grid", "vs", "hb", "ir", "mrr")
 MB = 1 << 20
@@ -386,12 +388,6 @@ def section(rows: Rows, args, started: str, elapsed: float, load: tuple, skipped
     return "\n".join(lines) + "\n"
 
 
-def write_section(path: Path, text: str) -> None:
-    old = path.read_text() if path.exists() else ""
-    pattern = re.compile(re.escape(BEGIN) + r".*?" + re.escape(END) + r"\n?", re.S)
-    new = pattern.sub(lambda m: text, old, count=1) if pattern.search(old) else (old.rstrip("\n") + "\n\n" + text
-                                                                                 if old else text)
-    path.write_text(new)
 
 
 def main(argv=None) -> int:
@@ -434,7 +430,7 @@ def main(argv=None) -> int:
     else:
         bench_window(rows, pairs, args.quick)
     text = section(rows, args, started, time.perf_counter() - t0, (load0, os.getloadavg()[0]), skipped)
-    write_section(Path(args.out), text)
+    write_section(Path(args.out), text, BEGIN, END)
     print(f"wrote the bench_engine section of {args.out}")
     return 0
 

@@ -19,7 +19,6 @@ import datetime
 import json
 import os
 import platform
-import re
 import subprocess
 import sys
 import tempfile
@@ -109,16 +108,10 @@ print(json.dumps(out))
 """
 
 BEGIN, END = "<!-- bench_scale -->", "<!-- /bench_scale -->"
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))   # sections.py beside this script
+from sections import write_section  # noqa: E402
 
 
-def write_section(path: str, text: str) -> None:
-    """Replace this script's section of ``path`` (appended when it has none)."""
-    old = open(path).read() if os.path.exists(path) else ""
-    pattern = re.compile(re.escape(BEGIN) + r".*?" + re.escape(END) + r"\n?", re.S)
-    new = (pattern.sub(lambda m: text, old, count=1) if pattern.search(old)
-           else (old.rstrip("\n") + "\n\n" + text if old else text))
-    with open(path, "w") as f:
-        f.write(new)
 
 
 def main(argv=None) -> int:
@@ -198,7 +191,7 @@ def main(argv=None) -> int:
                 "calibrator and 10 over the fit split, without reading it again. Longest time between two cancel "
                 "checks, by phase: " + ", ".join(f"{k} {v:.2f} s" for k, v in r["gaps"].items()) + ".",
                 END, ""])
-            write_section(a.out, text)
+            write_section(a.out, text, BEGIN, END)
             print(f"wrote the bench_scale section of {a.out}")
     finally:
         if not a.keep:

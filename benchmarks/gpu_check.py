@@ -46,6 +46,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 BEGIN, END = "<!-- gpu_check -->", "<!-- /gpu_check -->"
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))   # sections.py beside this script
+from sections import write_section  # noqa: E402
 #: the window's dependencies, made unimportable in the timed processes
 BLOCKED = ("PySide6", "shiboken6", "pyqtgraph")
 #: the CLI's log line, e.g. ``calibview: evaluated synthetic/bench fit=val eval=test: fitted 1, reused 0, scored 2,
@@ -376,16 +378,6 @@ def section(a, tests: dict, ref: dict, dev: dict, agree: list, started: str, ela
     return "\n".join(lines) + "\n", ok
 
 
-def write_section(path: Path, text: str) -> None:
-    """Replace the section between the markers (appended when the file has none; created when missing)."""
-    old = path.read_text() if path.exists() else ""
-    if BEGIN in old and END in old:
-        new = old[:old.index(BEGIN)] + text.rstrip("\n") + old[old.index(END) + len(END):]
-    else:
-        new = (old.rstrip("\n") + "\n\n" if old.strip() else "") + text
-    tmp = path.with_name(path.name + ".part")
-    tmp.write_text(new)
-    os.replace(tmp, path)
 
 
 def main(argv=None) -> int:
@@ -447,7 +439,7 @@ def main(argv=None) -> int:
             shutil.rmtree(work, ignore_errors=True)
     text, ok = section(a, tests, ref, dev, agree, started, time.perf_counter() - t0, gen,
                        (load0[0], os.getloadavg()[0]))
-    write_section(Path(a.results), text)
+    write_section(Path(a.results), text, BEGIN, END)
     print(text, end="")
     print(f"gpu_check: wrote its section of {a.results}", flush=True)
     return 0 if ok else 1

@@ -518,6 +518,8 @@ def machine() -> str:
 
 
 BEGIN, END = "<!-- run.py -->", "<!-- /run.py -->"
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))   # sections.py beside this script
+from sections import write_section  # noqa: E402
 HOW = ("`ratio` is peer time / calibview time (above 1: calibview is faster), each the median of the repeats after a "
        "warm-up unless the note says otherwise. Every peer time is measured in this run: the whole-report rows run "
        "the peers' fits and metric passes for real (the resampled one recomputes every metric with the peers on "
@@ -598,13 +600,6 @@ def to_markdown(rows: list[Row], header: str, sizes: str) -> str:
     return "\n".join(lines + [END]) + "\n"
 
 
-def write_markdown(path: str, text: str) -> None:
-    """Replace the section between the markers (or the whole file if it has none)."""
-    old = open(path).read() if os.path.exists(path) else ""
-    if BEGIN in old and END in old:
-        text = old[:old.index(BEGIN)] + text.rstrip("\n") + old[old.index(END) + len(END):]
-    with open(path, "w") as f:
-        f.write(text)
 
 
 def main(argv=None) -> int:
@@ -661,7 +656,7 @@ def main(argv=None) -> int:
 
 def save(rows: list[Row], header: str, markdown: str | None, json_path: str | None, sizes: str = "") -> None:
     if markdown:
-        write_markdown(markdown, to_markdown(rows, header, sizes))
+        write_section(markdown, to_markdown(rows, header, sizes), BEGIN, END)
     if json_path:
         with open(json_path, "w") as f:
             json.dump({"header": header, "rows": [r.__dict__ for r in rows]}, f, indent=1)
