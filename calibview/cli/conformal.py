@@ -7,8 +7,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from calibview.cli.options import (ProgressBar, add_input_options, add_run_options, eval_file, request_defaults,
-                                   size_text)
+from calibview.cli.options import add_input_options, add_run_options, eval_file, request_defaults, size_text
+from calibview.cli.shared import compute_each
 from calibview.core.errors import CalibviewError
 from calibview.startup import add_log_options
 
@@ -83,9 +83,7 @@ def _alphas(text: str) -> list[float]:
 def run(args) -> int:
     """Compute every run's records, then print them (a table, or --json) or write conformal.csv and .png."""
     import json
-    import logging
     import math
-    import threading
     from pathlib import Path
 
     from calibview.core.evaluation.defaults import KNOWN_CALIBRATORS
@@ -113,21 +111,12 @@ def run(args) -> int:
     from calibview.core.evaluation.conformal import COLUMNS, FLOAT_COLUMNS, evaluate_conformal
     from calibview.core.evaluation.engine import Engine
 
-    engine, cancel, results = Engine(), threading.Event(), []
-    bar = ProgressBar(enabled=False if args.quiet else None)
-    try:
-        for i, info in enumerate(chosen):               # everything is computed before anything is written
-            bar.prefix = f"{info.name} ({i + 1}/{len(chosen)}) "
-            results.append(evaluate_conformal(
-                engine, file, info.name, calib_split=args.calib_split, eval_split=args.eval_split, alphas=alphas,
-                scores=scores, calibrators=calibrators, fit_split=args.fit_split, mondrian=args.mondrian,
-                randomized=args.randomized, seed=args.seed, lam=args.raps_lambda, kreg=args.raps_kreg,
-                n_boot=args.n_boot, device=args.device, max_memory=max_memory, progress=bar, cancel=cancel))
-    finally:
-        bar.done()
-    for res in results:
-        for note in res.notes:
-            logging.getLogger("calibview").warning(f"note: {res.run.name}: {note}")
+    engine = Engine()
+    results = compute_each(chosen, lambda info: info.name, lambda info, bar, cancel: evaluate_conformal(
+        engine, file, info.name, calib_split=args.calib_split, eval_split=args.eval_split, alphas=alphas,
+        scores=scores, calibrators=calibrators, fit_split=args.fit_split, mondrian=args.mondrian,
+        randomized=args.randomized, seed=args.seed, lam=args.raps_lambda, kreg=args.raps_kreg, n_boot=args.n_boot,
+        device=args.device, max_memory=max_memory, progress=bar, cancel=cancel), quiet=args.quiet)
     records = [rec for res in results for rec in res.records]
     if args.json:
         finite = [{k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in r.items()}

@@ -1,5 +1,6 @@
-"""What the release, check and drift commands share besides the options: the diagram as PNG bytes, the output
-folder, writing every file after everything was computed, and the checklist as a table. Not a command itself."""
+"""What several commands share besides the options: computing every run under one progress bar before anything is
+written (slices, conformal), the diagram as PNG bytes, the output folder, writing every file after everything was
+computed, and the checklist as a table (release, check, drift). Not a command itself."""
 
 from __future__ import annotations
 
@@ -7,6 +8,29 @@ import tempfile
 from pathlib import Path
 
 from calibview.core.errors import CalibviewError
+
+
+def compute_each(items, name_of, compute, *, quiet: bool) -> list:
+    """``compute(item, bar, cancel)`` for each of ``items`` under one progress bar (prefixed with ``name_of(item)``
+    and the count; off with ``quiet``), before anything is written; then every result's ``notes`` logged as
+    ``note: <run>: <note>`` (results carry ``run`` and ``notes``). Returns the results in order."""
+    import logging
+    import threading
+
+    from calibview.cli.options import ProgressBar
+
+    bar = ProgressBar(enabled=False if quiet else None)
+    cancel, results = threading.Event(), []
+    try:
+        for i, item in enumerate(items):
+            bar.prefix = f"{name_of(item)} ({i + 1}/{len(items)}) "
+            results.append(compute(item, bar, cancel))
+    finally:
+        bar.done()
+    for res in results:
+        for note in res.notes:
+            logging.getLogger("calibview").warning(f"note: {res.run.name}: {note}")
+    return results
 
 
 def render_png(evaluation, title: str) -> bytes | None:

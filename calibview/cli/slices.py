@@ -7,7 +7,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from calibview.cli.options import ProgressBar, add_eval_options, requests_from_args, settings_from_args
+from calibview.cli.options import add_eval_options, requests_from_args, settings_from_args
+from calibview.cli.shared import compute_each
 
 HELP = "every metric per slice of a metadata column (or --by class), its difference to the whole split, flags"
 
@@ -32,8 +33,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args) -> int:
     """Evaluate every slice of every run, then print the table, the JSON records or write slices.csv."""
-    import logging
-    import threading
     from pathlib import Path
 
     from calibview.core.evaluation.engine import Engine
@@ -47,21 +46,13 @@ def run(args) -> int:
         raise CalibviewError("slices takes one --bins, --bandwidth and --kernel, not a list (an ablation).")
     if args.out and Path(args.out).exists() and not Path(args.out).is_dir():
         raise CalibviewError(f"--out {args.out} exists and is not a directory; give a directory to write into.")
-    requests = requests_from_args(args)
-    bar = ProgressBar(enabled=False if args.quiet else None)
-    engine, cancel, results = Engine(), threading.Event(), []
-    try:
-        for i, req in enumerate(requests):           # everything is computed before anything is written
-            bar.prefix = f"{req.run} ({i + 1}/{len(requests)}) "
-            results.append(evaluate_slices(engine, req, args.by, slice_bins=args.slice_bins,
-                                           min_slice=args.min_slice,
-                                           smooth_intervals=True if args.smooth_intervals else None,
-                                           progress=bar, cancel=cancel))
-    finally:
-        bar.done()
-    for res in results:
-        for note in res.notes:
-            logging.getLogger("calibview").warning(f"note: {res.run.name}: {note}")
+    engine = Engine()
+    results = compute_each(
+        requests_from_args(args), lambda req: req.run,
+        lambda req, bar, cancel: evaluate_slices(engine, req, args.by, slice_bins=args.slice_bins,
+                                                 min_slice=args.min_slice,
+                                                 smooth_intervals=True if args.smooth_intervals else None,
+                                                 progress=bar, cancel=cancel), quiet=args.quiet)
     records = [rec for res in results for rec in res.records]
     if args.json:
         sys.stdout.write(metrics_json(records))
