@@ -230,3 +230,18 @@ def test_scores_in_the_hole_of_a_sparse_file_are_refused(tmp_path):
     one_sentence(err, "/m/d/test/logits", "sparse file", "--allow-sparse")
     with guard.using(allow_sparse=True):
         assert list_runs(path)[0].splits[0].n == 70_000
+
+
+@pytest.mark.parametrize("kind", ["btree", "deep"])
+def test_a_corrupt_b_tree_or_deep_nesting_is_one_sentence_in_runs_and_report(tmp_path, kind):
+    from _budget_files import corrupt_btree, deep_nesting
+
+    path = tmp_path / f"{kind}.h5"
+    (corrupt_btree if kind == "btree" else deep_nesting)(path)
+    expected = ("/m/d/", "wrong B-tree signature") if kind == "btree" else ("nested more than 64 deep",)
+    for args in (["runs", str(path)], ["report", str(path), "--calibrators", "none", "--n-boot", "0", "-o",
+                                       str(tmp_path / "out")]):
+        rc, err, seconds, rss = run_cli(*args)
+        assert rc == 2, err
+        one_sentence(err, str(path), *expected)
+    assert not (tmp_path / "out").exists()

@@ -53,7 +53,7 @@ def groups(root: h5py.Group, file: str, skip: Callable[[h5py.Group, str], bool] 
         except H5_ERRORS as e:
             raise damaged(file, where, e) from None
         if children and depth + 1 > MAX_DEPTH:
-            shown = where if len(where) <= 80 else where[:77] + "..."
+            shown = where if len(where) <= 80 else where[:79] + "…"
             raise CalibviewError(f"{file}: the groups below {shown} are nested more than {MAX_DEPTH} deep, which no "
                                  f"logits file needs; store the runs as /<model>/<dataset>/<split>.")
         stack.extend((c, depth + 1) for c in reversed(children))
