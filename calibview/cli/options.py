@@ -130,6 +130,9 @@ def add_input_options(p: argparse.ArgumentParser) -> None:
                         "(repeatable; only the files named)")
     p.add_argument("--allow-sparse", action="store_true",
                    help="read datasets whose chunks were never written or that inflate over 200x (over 256 MB)")
+    p.add_argument("--allow-large-read", action="store_true",
+                   help="read datasets whose layout costs more than the read budget (--max-memory) to read: "
+                        "very many small chunks, very long metadata (still read in bounded blocks)")
 
 
 def add_lock_options(p: argparse.ArgumentParser) -> None:

@@ -60,6 +60,16 @@ def opens_window(argv: Sequence[str]) -> bool:
     return Path(first).exists() or "/" in first or "\\" in first or "." in first
 
 
+def _input_policy(args):
+    """What the input may do (core.guard), for this command only: links, sparse data and the read budget."""
+    if not hasattr(args, "allow_external"):
+        return contextlib.nullcontext()
+    from calibview.core.io import guard
+    from calibview.core.io.memory import parse_size
+    return guard.using(args.allow_external, args.allow_sparse, parse_size(getattr(args, "max_memory", None)),
+                       getattr(args, "allow_large_read", False))
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run ``calibview ARGV`` (default: the process's arguments) and return its exit status: 0, a command's own
     (check and drift: 1 when a criterion fails or the data drifted), 2 for a user error, 130 when interrupted."""
@@ -79,15 +89,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     tune_allocator()                # a process-wide choice, so the program makes it, not the import of the core
     if hasattr(args, "log_level"):
         setup_logging(args)
-    policy = contextlib.nullcontext()
-    if hasattr(args, "allow_external"):     # what the input may do (core.guard), for this command only
-        from calibview.core.io import guard
-        policy = guard.using(args.allow_external, args.allow_sparse)
     try:
         if hasattr(args, "lock_timeout"):     # how long writers of one output wait for each other
             from calibview.core.io.durable.locks import set_timeout
             set_timeout(args.lock_timeout)
-        with policy:
+        with _input_policy(args):
             return COMMANDS[args.command].run(args)
     except Cancelled:
         print("calibview: cancelled", file=sys.stderr)

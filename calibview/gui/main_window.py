@@ -182,7 +182,15 @@ class MainWindow(QtWidgets.QMainWindow):
     def start(self, files=(), *, run: Optional[str] = None, calibrators: Optional[str] = None) -> None:
         """What the command line asks for: open ``files`` (the demo when none), tick ``calibrators`` (a comma-
         separated list) and evaluate ``run`` (MODEL/DATASET; the first run otherwise). A bad name raises
-        CalibviewError before anything is opened."""
+        CalibviewError before anything is opened. Whatever fails here stops the worker thread first: the caller
+        then returns without an event loop, and a QThread destroyed while running aborts the process."""
+        try:
+            self._start(files, run, calibrators)
+        except BaseException:
+            self.session.shutdown()
+            raise
+
+    def _start(self, files, run: Optional[str], calibrators: Optional[str]) -> None:
         if calibrators:
             names = [c.strip() for c in calibrators.split(",") if c.strip()]
             for name in names:

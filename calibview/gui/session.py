@@ -124,8 +124,14 @@ class Session(QtCore.QObject):
 
     def open_file(self, path, *, select: bool = True) -> bool:
         """Read a file's metadata (never its arrays) and select its first run (unless ``select`` is False);
-        errors become error_occurred."""
-        return self.model.open_file(path, select=select)
+        errors become error_occurred: a file that h5py, the recursion limit or memory fail on gets a dialog too,
+        never a traceback."""
+        try:
+            return self.model.open_file(path, select=select)
+        except (OSError, RuntimeError, KeyError, ValueError, RecursionError, MemoryError) as e:
+            text = " ".join(str(e).split()).rstrip(".") or type(e).__name__
+            self.model.notify("error_occurred", "Cannot open file", f"{path}: could not be read ({text}).")
+            return False
 
     def close_file(self, path: str) -> None:
         """Close an open file (its selected run gives way to another file's first run, not evaluated)."""

@@ -34,12 +34,11 @@ from calibview.core.stats.metrics import resolve_bins
 from calibview.core.stats.points import compute_part
 from calibview.core.errors import report
 from calibview.core.evaluation.cache import LRUCache, file_identity
+from calibview.core.evaluation.cost import COUNTS_BUDGET, budget, check_bins  # noqa: F401 (COUNTS_BUDGET: its old home)
 from calibview.core.evaluation.request import EvalRequest, Setting
 from calibview.core.evaluation.tensors import resolve_device, scores_tensor
 from calibview.core.evaluation.results import Evaluation, Scored
 
-#: resample counts kept in memory while a split is scored ((n_boot, units) uint8); above, no class-wise interval
-COUNTS_BUDGET = 512 << 20
 
 
 def source_of(file: str):
@@ -89,6 +88,7 @@ class Job:
         self.k = self.run_info.k
         self.bins_of = {s: resolve_bins(s.bins, self.n) for s in settings}
         self.all_bins = tuple(sorted(set(self.bins_of.values())))
+        check_bins(self.n, self.k, self.all_bins, req.n_boot, len(self.names), budget(req.max_memory))
         self.fitted: dict[str, calib.Fitted] = {}
         self.scored: dict[str, Scored] = {}
         self.dists: dict[tuple, dict] = {}

@@ -15,6 +15,7 @@ import numpy as np
 
 from calibview.core.errors import CalibviewError
 from calibview.core.io import guard
+from calibview.core.io.limits import cost
 from calibview.core.io.schema import CHUNK_BYTES, SCORE_KINDS
 
 
@@ -24,11 +25,14 @@ def _prob_tolerance(dtype: np.dtype) -> float:
 
 
 def check_stored(file: str, scores: h5py.Dataset, labels: h5py.Dataset) -> None:
-    """No foreign files, no unwritten chunks, no compression bombs (calibview.core.io.guard), before any read.
+    """No foreign files, no unwritten chunks, no compression bombs (calibview.core.io.guard), and no read over
+    the read budget (calibview.core.io.limits.cost), before any read.
 
     scores : the (N, K) scores dataset of a split; labels : its (N,) labels dataset."""
     guard.check_dataset(scores, file, scores=True)
     guard.check_dataset(labels, file)
+    cost.check_read_cost(scores, file)                    # read block by block: only the chunks' overhead
+    cost.check_read_cost(labels, file, kept=int(labels.shape[0]) * 8 if labels.shape else 8)
 
 
 def check_shapes(file: str, spath: str, sshape: tuple, sdtype: np.dtype, lpath: str, lshape: tuple,

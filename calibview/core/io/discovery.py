@@ -17,9 +17,12 @@ from calibview.core.errors import CalibviewError
 from calibview.core.io import guard
 from calibview.core.io import meta as md
 from calibview.core.io.checks import check_shapes, check_stored
+from calibview.core.io.limits import walk
 from calibview.core.io.schema import SCORE_KINDS, PathLike, RunInfo, SplitInfo, abspath, join, open_file
 
 _MAX_ATTR_CHARS = 10_000
+#: attributes read per group (the rest are ignored; a run's attribution and source need a handful)
+MAX_ATTRS = 256
 
 
 def list_runs(path: PathLike) -> list[RunInfo]:
@@ -32,33 +35,45 @@ def list_runs(path: PathLike) -> list[RunInfo]:
 
 
 def discover(f: h5py.File, file: str) -> list[RunInfo]:
-    """The runs of the open file ``f`` (whose path is ``file``), in file order; see :func:`list_runs`."""
+    """The runs of the open file ``f`` (whose path is ``file``), in file order; see :func:`list_runs`.
+
+    Groups are walked iteratively with a depth limit (:mod:`calibview.core.io.limits.walk`); whatever HDF5 raises
+    on a damaged file, and running out of memory, become one sentence naming the file and the group."""
+    try:
+        return _discover(f, file)
+    except MemoryError:
+        raise CalibviewError(f"{file}: ran out of memory while listing its runs; the file is not a plain logits "
+                             f"file.") from None
+    except RecursionError:
+        raise CalibviewError(f"{file}: its links or groups nest too deep to list; store the runs as "
+                             f"/<model>/<dataset>/<split>.") from None
+
+
+def _discover(f: h5py.File, file: str) -> list[RunInfo]:
     found: dict[str, list[SplitInfo]] = {}  # run path -> splits, both in file order
-    seen: set = set()
+    split_groups: set = set()                # the groups that are splits: their meta group is never walked
 
-    def walk(group: h5py.Group) -> None:
-        if group.id in seen:  # the same group reached by two hard links
-            return
-        seen.add(group.id)
-        split = _split_info(group, file)
+    def skip(group: h5py.Group, name: str) -> bool:
+        return name == md.META_GROUP and group.name in split_groups
+
+    for group in walk.groups(f, file, skip):
+        try:
+            split = _split_info(group, file)
+        except walk.H5_ERRORS as e:
+            raise walk.damaged(file, group.name, e) from None
         if split is not None:
+            split_groups.add(group.name)
             found.setdefault(_parent(group.name), []).append(split)
-        for name in group:
-            if split is not None and name == md.META_GROUP:   # a split's metadata columns, never a split
-                continue
-            if isinstance(group.get(name, getlink=True), h5py.HardLink):
-                child = group.get(name)
-                if isinstance(child, h5py.Group):
-                    walk(child)
-
-    walk(f)
     if not found:
         raise CalibviewError(
             f"{file}: no runs found in / (no group holds a 'logits' or 'probs' dataset next to a 'labels' "
             f"dataset); see docs/FORMAT.md for the layout."
         )
-    root_attrs = _string_attrs(f)
-    return [_run_info(f, file, path, splits, root_attrs) for path, splits in found.items()]
+    try:
+        root_attrs = _string_attrs(f)
+        return [_run_info(f, file, path, splits, root_attrs) for path, splits in found.items()]
+    except walk.H5_ERRORS as e:
+        raise walk.damaged(file, "the attributes of its runs", e) from None
 
 
 def _parent(path: str) -> str:
@@ -135,7 +150,7 @@ def _class_names(group: h5py.Group, file: str, k: int) -> Optional[tuple[str, ..
 def _string_attrs(obj: h5py.HLObject) -> dict[str, str]:
     """Small scalar attributes (attribution, source, ...) as strings; arrays and class_names are skipped."""
     out = {}
-    for key in obj.attrs:
+    for key in _attr_names(obj):
         if key == "class_names":
             continue
         try:
@@ -149,6 +164,23 @@ def _string_attrs(obj: h5py.HLObject) -> dict[str, str]:
         if isinstance(value, (str, int, float, bool)) and len(str(value)) <= _MAX_ATTR_CHARS:
             out[key] = str(value)
     return out
+
+
+def _attr_names(obj: h5py.HLObject) -> list[str]:
+    """The names of the object's attributes, or of :data:`MAX_ATTRS` of them where it has more (iteration stopped
+    there): listing all of an object's 100,000 attributes on every look at the file made a report take minutes."""
+    names: list[str] = []
+
+    def take(name) -> Optional[int]:
+        names.append(name.decode("utf-8", "replace") if isinstance(name, bytes) else name)
+        return 1 if len(names) >= MAX_ATTRS else None     # not None: HDF5 stops iterating
+
+    count = len(obj.attrs)                                   # the object header's count: nothing is listed
+    if count <= MAX_ATTRS:
+        return list(obj.attrs)
+    # in storage order, which HDF5 walks without first sorting every name (10 times faster at 20,000)
+    h5py.h5a.iterate(obj.id, take, index_type=h5py.h5.INDEX_NAME, order=h5py.h5.ITER_NATIVE)
+    return names
 
 
 def find_run(path_or_runs: Union[PathLike, Sequence[RunInfo]], name: str) -> RunInfo:

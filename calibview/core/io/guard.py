@@ -10,6 +10,7 @@ command line) relaxes them; the window and every command share it, so an :class:
 from __future__ import annotations
 
 import contextlib
+import errno
 import math
 import os
 from dataclasses import dataclass
@@ -35,6 +36,10 @@ class Policy:
 
     allow_external: tuple[str, ...] = ()
     allow_sparse: bool = False
+    #: ``--max-memory`` (None: the default), from which the read budget is derived (calibview.core.io.budget)
+    max_memory: Optional[int] = None
+    #: ``--allow-large-read``: read what the read budget refuses (in bounded blocks all the same)
+    allow_large_read: bool = False
 
 
 _policy = Policy()
@@ -45,22 +50,27 @@ def policy() -> Policy:
     return _policy
 
 
-def set_policy(allow_external: Sequence[str] = (), allow_sparse: bool = False) -> Policy:
-    """Set the process-wide policy (the CLI does, from its flags); returns the previous one."""
+def set_policy(allow_external: Sequence[str] = (), allow_sparse: bool = False, max_memory: Optional[int] = None,
+               allow_large_read: bool = False) -> Policy:
+    """Set the process-wide policy (the CLI does, from its flags); returns the previous one.
+
+    ``max_memory`` (bytes, None for the default) sets the read budget; ``allow_large_read`` lifts it."""
     global _policy
     old = _policy
-    _policy = Policy(tuple(os.path.abspath(os.fspath(p)) for p in allow_external), bool(allow_sparse))
+    _policy = Policy(tuple(os.path.abspath(os.fspath(p)) for p in allow_external), bool(allow_sparse),
+                     int(max_memory) if max_memory else None, bool(allow_large_read))
     return old
 
 
 @contextlib.contextmanager
-def using(allow_external: Sequence[str] = (), allow_sparse: bool = False) -> Iterator[Policy]:
+def using(allow_external: Sequence[str] = (), allow_sparse: bool = False, max_memory: Optional[int] = None,
+          allow_large_read: bool = False) -> Iterator[Policy]:
     """Apply a policy for the ``with`` block only (see :func:`set_policy`); the previous one is restored after."""
-    old = set_policy(allow_external, allow_sparse)
+    old = set_policy(allow_external, allow_sparse, max_memory, allow_large_read)
     try:
         yield _policy
     finally:
-        set_policy(old.allow_external, old.allow_sparse)
+        set_policy(old.allow_external, old.allow_sparse, old.max_memory, old.allow_large_read)
 
 
 def _mb(n: float) -> str:
@@ -136,9 +146,18 @@ def resolve(start: h5py.Group, path: str, file: str, depth: int = 0):
     return obj
 
 
-def check_dataset(ds: h5py.Dataset, file: str, scores: bool = False) -> None:
-    """Refuse a dataset that reads other files, was declared but never written, or inflates far beyond what it
-    stores (``scores``: the logits/probs ratio rule); one sentence naming the dataset and both sizes."""
+def check_dataset(ds: h5py.Dataset, file: str, scores: bool = False, ratio: bool = False) -> None:
+    """Refuse a dataset that reads other files, was declared but never written, lies in a hole of a sparse file,
+    or inflates far beyond what it stores (``scores`` or ``ratio``: the compression-ratio rule); one sentence
+    naming the dataset and both sizes. HDF5's own failures (a corrupt chunk index) are one sentence too."""
+    try:
+        _check_dataset(ds, file, scores, ratio)
+    except (OSError, RuntimeError, KeyError, ValueError) as e:
+        raise CalibviewError(f"{file}: the layout of {ds.name} could not be read "
+                             f"({' '.join(str(e).split()).rstrip('.')}); the file may be corrupt.") from None
+
+
+def _check_dataset(ds: h5py.Dataset, file: str, scores: bool, ratio: bool) -> None:
     name = ds.name
     if ds.is_virtual:
         try:
@@ -183,10 +202,52 @@ def check_dataset(ds: h5py.Dataset, file: str, scores: bool = False) -> None:
     elif layout == h5py.h5d.CONTIGUOUS and (dsid.get_offset() is None or stored == 0):
         raise CalibviewError(f"{file}: {name} declares {_mb(declared)} but none of it was ever written (0 bytes "
                              f"stored), so it is refused (pass --allow-sparse to read it as fill values).")
-    if scores and declared > SIZE_LIMIT and declared > RATIO_LIMIT * stored:
-        raise CalibviewError(f"{file}: {name} declares {_mb(declared)} of scores but stores only {_mb(stored)} "
-                             f"(over {RATIO_LIMIT}x compression, which real logits never reach), so it is refused as "
+    elif layout == h5py.h5d.CONTIGUOUS and stored > SIZE_LIMIT:
+        on_disk = _bytes_on_disk(ds.file.filename, int(dsid.get_offset()), stored)
+        if on_disk is not None and RATIO_LIMIT * on_disk < stored:
+            raise CalibviewError(f"{file}: {name} spans {_mb(stored)} of the file but only {_mb(on_disk)} of them "
+                                 f"are on disk (the rest are holes of a sparse file, which read as zeros), so it is "
+                                 f"refused (pass --allow-sparse to read it anyway).")
+    if (scores or ratio) and declared > SIZE_LIMIT and declared > RATIO_LIMIT * stored:
+        what = " of scores" if scores else ""
+        why = ", which real logits never reach" if scores else ""
+        raise CalibviewError(f"{file}: {name} declares {_mb(declared)}{what} but stores only {_mb(stored)} "
+                             f"(over {RATIO_LIMIT}x compression{why}), so it is refused as "
                              f"a possible compression bomb (pass --allow-sparse to read it anyway).")
+
+
+#: at most this many data/hole segments are followed; a file cut finer than that counts as written
+_MAX_SEGMENTS = 4096
+
+
+def _bytes_on_disk(path: str, offset: int, size: int) -> Optional[int]:
+    """How many of the bytes ``offset .. offset + size`` of the file are backed by disk blocks (SEEK_DATA and
+    SEEK_HOLE), or None where the system cannot tell. A hole of a sparse file reads as zeros."""
+    if not (hasattr(os, "SEEK_DATA") and hasattr(os, "SEEK_HOLE")):
+        return None
+    end, at, data = offset + size, offset, 0
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return None
+    try:
+        for _ in range(_MAX_SEGMENTS):
+            try:
+                start = os.lseek(fd, at, os.SEEK_DATA)
+            except OSError as e:               # ENXIO: no data after ``at``; anything else: cannot tell
+                return data if e.errno == errno.ENXIO else None
+            if start >= end:
+                return data
+            stop = min(end, os.lseek(fd, start, os.SEEK_HOLE))
+            data += stop - start
+            at = stop
+            if at >= end:
+                return data
+        return None
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def check_archive_member(src: str, member: str, uncompressed: int, compressed: int) -> None:

@@ -20,7 +20,7 @@ from typing import Mapping, Optional
 
 import numpy as np
 
-from calibview.core.io import guard
+from calibview.core.io.limits import archives
 from calibview.core.errors import CalibviewError, ParameterError, Progress, report
 from calibview.core.io.checks import validate_arrays
 from calibview.core.io.discovery import list_runs
@@ -140,30 +140,9 @@ def _default_model(src: Path) -> str:
     return stem
 
 
-def _check_npz(src: Path) -> None:
-    """Refuse a zip bomb before numpy inflates anything: each wanted member's size (the larger of what the zip
-    and the .npy header declare) against what it stores, by the HDF5 rule (calibview.core.io.guard)."""
-    with zipfile.ZipFile(src) as z:
-        for info in z.infolist():
-            key = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
-            if not _wanted(key):
-                continue
-            declared = info.file_size
-            with z.open(info) as member:
-                try:
-                    version = np.lib.format.read_magic(member)
-                    read = (np.lib.format.read_array_header_1_0 if version == (1, 0) else
-                            np.lib.format.read_array_header_2_0)
-                    shape, _, dtype = read(member)
-                    declared = max(declared, int(np.prod(shape, dtype=object)) * dtype.itemsize)
-                except (ValueError, TypeError, EOFError, SyntaxError):
-                    pass                     # not a plain .npy: np.load gives its own error
-            guard.check_archive_member(str(src), key, declared, info.compress_size)
-
-
 def _load_npz(src: Path) -> dict[str, np.ndarray]:
     try:
-        _check_npz(src)
+        archives.check_npz(str(src), _wanted)     # every member's size and their sum, before any is loaded
         with np.load(src, allow_pickle=False) as z:
             arrays = {key: z[key] for key in z.files if _wanted(key)}
             _require_scores(src, arrays, z.files)
@@ -220,6 +199,7 @@ def _load_torch(src: Path) -> dict[str, np.ndarray]:
     numpy_array_globals = [np.zeros(1).__reduce__()[0], np.ndarray, np.dtype] + [
         type(np.dtype(t)) for t in "?bBhHiIlLqQefd"]
     allow = getattr(torch.serialization, "safe_globals", None)  # torch < 2.5: tensors only
+    archives.check_torch(str(src))      # the declared sizes of its records, before torch inflates any
     try:
         with allow(numpy_array_globals) if allow else contextlib.nullcontext():
             obj = torch.load(src, map_location="cpu", weights_only=True)

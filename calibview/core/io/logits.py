@@ -19,6 +19,7 @@ from calibview.core.io import guard
 from calibview.core.io import meta as md
 from calibview.core.io.checks import ScoreCheck, check_labels, check_shapes, check_stored
 from calibview.core.io.discovery import discover, find_run
+from calibview.core.io.limits import blocks, cost
 from calibview.core.io.schema import (CHUNK_BYTES, PathLike, RunInfo, SplitData, SplitInfo, abspath, join,
                                       oneline, open_file)
 
@@ -55,25 +56,28 @@ def read_rows(ds: h5py.Dataset, out: np.ndarray, start: int, stop: int, at: int,
 
     ds : an (N, K) scores dataset; out : (rows, K) in :func:`out_dtype`; staging : None, or for float16 data a
     (>= stop - start, K) buffer in the stored dtype that each chunk passes through."""
-    rows = stop - start
     try:
-        if staging is None:  # HDF5 writes straight into the output (and byte-swaps if needed)
-            ds.read_direct(out, np.s_[start:stop], np.s_[at:at + rows])
+        if staging is None:  # HDF5 writes straight into the output (and byte-swaps if needed), block by block
+            blocks.read_direct(ds, out, start, stop, at)
         else:  # float16: HDF5's own conversion is slow, numpy's is fast
-            part = staging[:rows]
-            ds.read_direct(part, np.s_[start:stop], np.s_[0:rows])
-            out[at:at + rows] = part
-    except (OSError, ValueError) as e:
+            for r0, r1, c0, c1 in blocks.blocks(ds, start, stop):
+                part = staging[:r1 - r0]
+                ds.read_direct(part, np.s_[r0:r1, c0:c1], np.s_[0:r1 - r0, c0:c1])
+                out[at + r0 - start:at + r1 - start, c0:c1] = part[:, c0:c1]
+    except (OSError, ValueError, RuntimeError, KeyError) as e:
         raise CalibviewError(f"{file}: could not read rows {start}-{stop - 1} of {ds.name} ({oneline(e)}); "
                              f"the file may be truncated or corrupt.") from None
+    except MemoryError:
+        raise CalibviewError(f"{file}: ran out of memory reading rows {start}-{stop - 1} of {ds.name}; raise the "
+                             f"memory available or lower --max-memory, so that it is streamed.") from None
 
 
 def read_labels(ds: h5py.Dataset, out: np.ndarray, start: int, stop: int, file: str) -> None:
     """Fill ``out`` ((stop - start,) int64) with ``ds[start:stop]``; a failed read is a CalibviewError. The values
     are not checked here (:func:`calibview.core.io.checks.check_labels` does)."""
     try:
-        ds.read_direct(out, np.s_[start:stop])
-    except (OSError, ValueError) as e:
+        blocks.read_direct(ds, out, start, stop)
+    except (OSError, ValueError, RuntimeError, KeyError) as e:
         raise CalibviewError(f"{file}: could not read {ds.name} ({oneline(e)}); "
                              f"the file may be truncated or corrupt.") from None
 
@@ -136,12 +140,14 @@ def read_meta(path: Optional[PathLike], run: Union[str, RunInfo], split: str, co
             raise CalibviewError(f"{file}: split {info.path} has no metadata column '{column}' (available: {have}); "
                                  f"add it as {join(info.path, md.META_GROUP)}/{column}.")
         ds = f[join(join(info.path, md.META_GROUP), column)]     # discovery lists hard links only
-        guard.check_dataset(ds, file)
+        md.check_layout(file, ds.name, ds.shape, info.n)         # the length first: nothing read yet
+        guard.check_dataset(ds, file, ratio=True)
+        cost.check_read_cost(ds, file, kept=info.n * cost.value_bytes(ds))
         try:
-            values = ds[()]
-        except (OSError, ValueError, TypeError) as e:
+            values = blocks.read_all(ds)
+            categorical, name = bool(ds.attrs.get("categorical", False)), ds.name
+        except (OSError, ValueError, TypeError, RuntimeError, KeyError) as e:
             raise CalibviewError(f"{file}: could not read {ds.name} ({oneline(e)}).") from None
-        categorical, name = bool(ds.attrs.get("categorical", False)), ds.name
     return md.validate(file, name, values, info.n, categorical=categorical)
 
 

@@ -27,6 +27,18 @@ def check_name(file: str, where: str, column) -> None:
                              f"means the true label); rename it.", "by")
 
 
+def check_layout(file: str, path: str, shape: tuple, n: int) -> None:
+    """The shape rule of :func:`validate` from a stored column's declared ``shape``, before any value is read
+    (a column declaring 2^31 compressed values is refused by its length, not after inflating it)."""
+    shape = tuple(int(s) for s in shape or ())
+    if len(shape) != 1:
+        raise CalibviewError(f"{file}: metadata column {path} has shape {shape} but must be 1-D with one value "
+                             f"per sample (N = {n}).")
+    if shape[0] != n:
+        raise CalibviewError(f"{file}: metadata column {path} has {shape[0]} values but the split has N = {n} "
+                             f"samples; give exactly one value per sample.")
+
+
 def validate(file: str, path: str, values, n: int, *, categorical: bool = False) -> np.ndarray:
     """The column as a read-only 1-D array of N values: int64, bool, str (object array) or float64.
 

@@ -335,3 +335,20 @@ def test_random_runs_give_a_result_or_one_sentence(spec, pytestconfig, real_stde
         stats["cases"] += 1
         stats["valid"] += int(locals().get("valid", False))
         stats["longest"] = max(stats["longest"], elapsed)
+
+
+# the corpus: damaged or pathological files found by hand, each exercised like a generated case
+def _corpus():
+    import _budget_files as b
+    return {"corrupt_btree": b.corrupt_btree, "deep_nesting": b.deep_nesting,
+            "many_attributes": lambda p: b.many_attributes(p, 600),
+            "tiny_chunks": lambda p: b.tiny_chunks(p, 30, 7, chunks=(1, 1))}
+
+
+@pytest.mark.parametrize("name", sorted(_corpus()))
+def test_corpus_files_give_a_result_or_one_sentence(name, tmp_path):
+    path = tmp_path / f"{name}.h5"
+    _corpus()[name](path)
+    before = _digest(path)
+    exercise(path, False, {})
+    assert _digest(path) == before, "the input file was written"
