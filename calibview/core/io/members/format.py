@@ -127,3 +127,25 @@ def check_member(info, member: Optional[str], file: str = "") -> None:
     if not (member.isdigit() and int(member) < info.members):
         raise CalibviewError(f"{where}split {info.path} has members 0..{info.members - 1} (and the ensemble), "
                              f"not {member!r}.")
+
+
+def stack_members(label: str, parts) -> tuple[np.ndarray, np.ndarray]:
+    """((M, N, K) logits, (N,) int64 labels) from M (logits (N, K), labels (N,)) pairs of separately stored
+    models (e.g. the runs of one test set); one sentence when their K or their labels differ, or M < 2."""
+    parts = list(parts)
+    if len(parts) < 2:
+        raise CalibviewError(f"{label}: {len(parts)} member was given, but an ensemble needs at least 2.")
+    ks = [np.shape(z)[-1] for z, _ in parts]
+    if len(set(ks)) > 1:
+        raise CalibviewError(f"{label}: the members have different class counts "
+                             f"({', '.join(f'member {i} K = {k}' for i, k in enumerate(ks))}); every member must "
+                             f"score the same K classes.")
+    y0 = np.asarray(parts[0][1])
+    for i, (_, y) in enumerate(parts[1:], 1):
+        y = np.asarray(y)
+        if y.shape != y0.shape or not np.array_equal(y, y0):
+            differ = "their sample counts differ" if y.shape != y0.shape else \
+                f"{int((y != y0).sum())} of {y0.shape[0]} labels differ"
+            raise CalibviewError(f"{label}: member {i} has other labels than member 0 ({differ}); members must "
+                                 f"score the same samples in the same order.")
+    return np.stack([np.asarray(z) for z, _ in parts]), y0.astype(np.int64)
