@@ -149,7 +149,7 @@ def register(model: str, dataset: str, splits: Mapping[str, tuple[str, object, o
                    path=run_path, k=k, splits=infos, class_names=cnames,
                    attrs=MappingProxyType({str(a): str(v) for a, v in (attrs or {}).items()}))
     data = {sp.name: SplitData(scores=_read_only(checked[sp.name][1]), labels=_read_only(checked[sp.name][2]),
-                               kind=sp.kind, info=sp, run=info) for sp in infos}
+                               kind=checked[sp.name][0], info=sp, run=info) for sp in infos}
     own_data = {}
     for sp in infos:
         if sp.name in own:
