@@ -19,6 +19,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run from a checkout without installing
 
 from calibview.core.io.discovery import list_runs  # noqa: E402
+from calibview.core.io.members.format import stack_members  # noqa: E402
+from calibview.core.io.members.write import write_members  # noqa: E402
 from calibview.core.io.writer import write_splits  # noqa: E402
 
 DEFAULT_SOURCE = REPO.parent / "shared" / "data"
@@ -54,9 +56,14 @@ RUNS = (
 )
 SPLITS = ("val", "test")
 
+# the 2-member ensemble of the two CIFAR-10 runs: the same images and labels in val and test
+ENSEMBLE = ("resnet110-ensemble", "cifar10", ("mukhoti_brier_cifar10_resnet110.npz",
+                                             "mukhoti_flsd53_cifar10_resnet110.npz"))
+
 
 def build(source: Path, output: Path = OUTPUT) -> Path:
-    """Write ``output`` from the three .npz files in ``source``; returns the output path."""
+    """Write ``output`` from the three .npz files in ``source`` (the three runs, then the ensemble of the two
+    CIFAR-10 runs as a members run); returns the output path."""
     assert len(CIFAR10_CLASSES) == 10 and len(CIFAR100_CLASSES) == 100 == len(set(CIFAR100_CLASSES))
     tmp = output.with_name(f".{output.name}.building")
     if tmp.exists():
@@ -68,6 +75,19 @@ def build(source: Path, output: Path = OUTPUT) -> Path:
             attrs = {"attribution": f"Logits of {_ORIGIN}data/{upstream}/",
                      "training_loss": loss, "source_file": filename}
             write_splits(tmp, model, dataset, splits, class_names=classes, attrs=attrs, compression="gzip")
+        model, dataset, files = ENSEMBLE
+        parts = {}
+        for split in SPLITS:
+            members = []
+            for filename in files:
+                with np.load(source / filename, allow_pickle=False) as z:
+                    members.append((z[f"logits_{split}"], z[f"labels_{split}"].astype(np.int64)))
+            parts[split] = stack_members(f"{model}/{dataset} {split}", members)
+        attrs = {"attribution": f"Logits of {_ORIGIN}data/cifar10_resnet110/ and data/focal_cifar10_resnet110/",
+                 "training_loss": "member 0: Brier; member 1: adaptive focal loss (FLSD-53)",
+                 "source_file": ", ".join(files)}
+        write_members(tmp, model, dataset, parts, kind="ensemble", class_names=CIFAR10_CLASSES, attrs=attrs,
+                      compression="gzip")
         with h5py.File(tmp, "r+") as f:
             f.attrs["attribution"] = ROOT_ATTRIBUTION
         os.replace(tmp, output)

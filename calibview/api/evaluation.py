@@ -152,7 +152,8 @@ def evaluate(scores=None, labels=None, *, fit=None, probs: bool = False,
              n_boot: int = 1000, seed: int = 0, level: float = 0.95, device: str = "auto",
              options: Optional[Mapping[str, Mapping[str, Any]]] = None, progress: bool = False,
              class_names: Optional[Sequence[str]] = None, meta: Optional[Mapping[str, Any]] = None,
-             model: str = "model", dataset: str = "data") -> Result:
+             model: str = "model", dataset: str = "data", members=None,
+             members_kind: str = "ensemble") -> Result:
     """Evaluate the calibration of ``scores`` against ``labels``, with calibrators fitted on ``fit``.
 
     scores : (N, K) logits, or probabilities with ``probs=True``; numpy or torch, float16, float32 or float64
@@ -170,6 +171,11 @@ def evaluate(scores=None, labels=None, *, fit=None, probs: bool = False,
     progress : show a progress bar (tqdm if installed, else a plain line on stderr).
     class_names : K strings; meta : ``{column: (N,) values}`` of the test samples (metadata columns).
     model, dataset : the run's name in the records ("model/data").
+    members : (M, N, K) logits of M ensemble members (``members_kind="ensemble"``) or MC-dropout passes
+        (``"mc-dropout"``) of the test samples; the prediction is then their ensemble (the mean of the member
+        probabilities), ``scores`` may be None (given, they are the "deterministic" row), ``fit`` then takes the
+        (M, N_fit, K) members of the fit samples, and the rows hold the ensemble and each member
+        (``member`` "ensemble", "0", ...); ``result.uncertainty`` is the per-sample entropy split.
 
     Returns a :class:`~calibview.api.result.Result`. Bad input raises :class:`calibview.CalibviewError` with the
     one-sentence message the file reader gives for the same problem."""
@@ -179,12 +185,20 @@ def evaluate(scores=None, labels=None, *, fit=None, probs: bool = False,
         raise ParameterError(f"seed must be a whole number, not {seed!r}.", "seed")
     names = _names(calibrators)
     kind = "probs" if probs else "logits"
-    splits, pretty = {}, {}
+    splits, pretty, held = {}, {}, {}
     if fit is not None:
         fs, fl = _pair(fit)
-        splits[FIT] = (kind, _binary(kind, _numpy(fs, "fit[0]")), _numpy(fl, "fit[1]"))
+        fs = _numpy(fs, "fit[0]")
+        if members is not None and fs.ndim == 3:        # the fit samples' members
+            held[FIT] = (members_kind, fs)
+            splits[FIT] = (kind, None, _numpy(fl, "fit[1]"))
+        else:
+            splits[FIT] = (kind, _binary(kind, fs), _numpy(fl, "fit[1]"))
         pretty[FIT] = ("fit[0]", "fit[1]")
-    splits[TEST] = (kind, _binary(kind, _numpy(scores, "scores")), _numpy(labels, "labels"))
+    if members is not None:
+        held[TEST] = (members_kind, _numpy(members, "members"))
+    own = None if (members is not None and scores is None) else _binary(kind, _numpy(scores, "scores"))
+    splits[TEST] = (kind, own, _numpy(labels, "labels"))
     pretty[TEST] = ("scores", "labels")
     needing = [c for c in names if c != "none"]
     if needing and fit is None:
@@ -193,7 +207,7 @@ def evaluate(scores=None, labels=None, *, fit=None, probs: bool = False,
     settings = _settings(bins, bandwidth, kernel)
     opts = _options(options, names)
     run = arrays.register(model, dataset, splits, label=LABEL, names=pretty, class_names=class_names,
-                          meta={TEST: meta} if meta else None)
+                          meta={TEST: meta} if meta else None, members=held or None)
     binary = [c for c in names if calib.get(c).binary_only]
     if binary and run.info.k != 2:          # as the command line does: skipped with a warning
         names = tuple(c for c in names if c not in binary)
@@ -210,9 +224,15 @@ def evaluate(scores=None, labels=None, *, fit=None, probs: bool = False,
         check_request(replace(req, bins=s.bins, bandwidth=s.bandwidth, kernel=s.kernel))
     engine = Engine()
     bar = _Progress() if progress else None
+    rows = [req]
+    if members is not None:
+        from calibview.core.evaluation.members.requests import member_requests
+
+        rows = member_requests(req, run.info)
     try:
         evaluations = engine.evaluate_settings(req, settings, progress=bar)
+        others = [ev for r in rows[1:] for ev in engine.evaluate_settings(r, settings)]
     finally:
         if bar is not None:
             bar.close()
-    return Result(evaluations, engine=engine, run=run, settings=settings)
+    return Result(evaluations, engine=engine, run=run, settings=settings, members=others)

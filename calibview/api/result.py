@@ -78,17 +78,29 @@ class Result:
     - ``calibrators``: name -> fitted calibrator (:class:`calibview.api.calibrators.Calibrator`);
     - :meth:`to_pandas`, :meth:`diagram`, :meth:`report`; in Jupyter the metrics table displays inline."""
 
-    def __init__(self, evaluations: Sequence[Evaluation], *, engine=None, run=None, settings=()) -> None:
+    def __init__(self, evaluations: Sequence[Evaluation], *, engine=None, run=None, settings=(),
+                 members: Sequence[Evaluation] = ()) -> None:
         self.evaluations = list(evaluations)
         self.engine = engine            # its cache holds the fits and scores the report and figures reuse
         self.run = run                  # keeps the in-memory arrays alive for the engine (core.io.arrays)
         self.settings = list(settings)
-        self.rows: list[dict] = json.loads(metrics_json(metrics_rows(self.evaluations)))
+        #: with ``members=``: the evaluations of each member (their rows follow the ensemble's in ``rows``)
+        self.members = list(members)
+        self.rows: list[dict] = json.loads(metrics_json(metrics_rows(self.evaluations + self.members)))
         first = self.evaluations[0]
         from calibview.api.calibrators import from_fitted
 
         # scikit-learn-style (predict_proba, temperature_, to_json); .fitted of each is the core's object
         self.calibrators = {r.name: from_fitted(r.fitted) for r in first.results}
+
+    @property
+    def uncertainty(self):
+        """With ``members=``: the per-sample split of the ensemble's entropy on the test arrays
+        (:class:`calibview.core.io.members.read.Decomposition`: ``total``, ``aleatoric``, ``epistemic`` (N,)
+        float64 nats); None otherwise."""
+        from calibview.core.evaluation.members.uncertainty import of_evaluation
+
+        return of_evaluation(self.evaluation)
 
     @property
     def evaluation(self):

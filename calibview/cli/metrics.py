@@ -6,7 +6,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from calibview.cli.options import add_eval_options, evaluate_all, first_settings, log_calibrator_warnings
+from calibview.cli.options import (add_eval_options, add_member_options, evaluate_all, first_settings,
+                                   log_calibrator_warnings, member_rows)
 
 HELP = "print the metric rows (as JSON with --json, else a table)"
 
@@ -17,17 +18,18 @@ TABLE_COLUMNS = ("accuracy", "nll", "brier", "ece", "ace", "classwise_ece", "sme
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The evaluation options and ``--json``."""
     add_eval_options(p)
+    add_member_options(p)
     p.add_argument("--json", action="store_true", help="print JSON rows to stdout")
 
 
 def run(args) -> int:
     """Evaluate and print the rows."""
     evaluations = evaluate_all(args)         # first: it refuses bad input before torch loads
-    from calibview.core.reports.tables import metrics_json, metrics_rows
+    from calibview.core.reports.tables import metrics_json
 
     for ev in first_settings(evaluations):
         log_calibrator_warnings(ev)
-    rows = metrics_rows(evaluations)
+    rows = member_rows(evaluations, args.members)
     if args.json:
         sys.stdout.write(metrics_json(rows))
     else:
@@ -45,11 +47,14 @@ def print_table(rows) -> None:
     def setting(row) -> str:
         return f"{row['bins']:>4} {row['bandwidth']:<7g} {row['kernel'][:5]:5s} " if ablation else ""
 
-    head = f"{'run':32s} " + ("split      " if domains else "") + f"{'calibrator':10s} " + \
+    members = any(r.get("member") is not None for r in rows)
+    head = f"{'run':32s} " + ("split      " if domains else "") + ("member        " if members else "") + \
+        f"{'calibrator':10s} " + \
         ("bins bw      kern. " if ablation else "") + " ".join(f"{c[:13]:>13s}" for c in cols)
     print(head)
     for row in rows:
         name = f"{row['model']}/{row['dataset']}"
         split = f"{row['eval_split'][:10]:10s} " if domains else ""
-        print(f"{name[:32]:32s} {split}{row['calibrator'][:10]:10s} " + setting(row) +
+        member = f"{str(row.get('member') or ''):13s} " if members else ""
+        print(f"{name[:32]:32s} {split}{member}{row['calibrator'][:10]:10s} " + setting(row) +
               " ".join(f"{row[c]:13.6g}" for c in cols))

@@ -123,6 +123,19 @@ def add_eval_options(p: argparse.ArgumentParser) -> None:
     add_input_options(p)
 
 
+def add_member_options(p: argparse.ArgumentParser, rank: bool = False) -> None:
+    """``--members`` (which rows a run with members gets) and, with ``rank``, ``--rank-by`` (how selective
+    prediction orders the samples of such a run)."""
+    p.add_argument("--members", choices=("all", "ensemble", "none"), default=None,
+                   help="rows of a run with members (an ensemble or MC-dropout passes): all (default: the "
+                        "ensemble, then the deterministic scores if stored, then each member), ensemble (its row "
+                        "only), none (the ensemble read as a plain run, no member column)")
+    if rank:
+        p.add_argument("--rank-by", choices=("confidence", "entropy", "mi"), default="confidence",
+                       help="order of selective.csv for a run with members: the confidence (default), the total "
+                            "predictive entropy or the mutual information of its members")
+
+
 def add_input_options(p: argparse.ArgumentParser) -> None:
     """What an untrusted input may do (calibview.core.io.guard): every command that reads a logits file takes these."""
     p.add_argument("--allow-external", action="append", default=[], metavar="PATH",
@@ -340,7 +353,7 @@ def evaluate_all(args, engine=None) -> list:
     from calibview.core.evaluation.request import check_request
 
     settings = settings_from_args(args)
-    requests = requests_from_args(args)
+    requests = member_expanded(requests_from_args(args), getattr(args, "members", None))
     for req in requests:                  # every request and setting is checked before any work starts
         for s in settings:
             check_request(replace(req, bins=s.bins, bandwidth=s.bandwidth, kernel=s.kernel))
@@ -359,6 +372,41 @@ def evaluate_all(args, engine=None) -> list:
     finally:
         bar.done()
     return results
+
+
+def member_expanded(requests: list, selection: Optional[str]) -> list:
+    """Each request followed by those of its run's member rows (``--members``; see
+    calibview.core.evaluation.members.requests); ``none`` marks the requests as plain runs (no member rows)."""
+    from calibview.core.evaluation.members.requests import member_requests
+    from calibview.core.io import discovery, shards
+
+    if selection in ("none", "ensemble"):
+        return list(requests)
+    out = []
+    for req in requests:
+        if shards.is_pattern(req.file):
+            out.append(req)
+            continue
+        out += member_requests(req, discovery.find_run(req.file, req.run), selection)
+    return out
+
+
+def member_rows(evaluations, selection: Optional[str]) -> list:
+    """The metric rows of ``evaluations`` (metrics --json, metrics.csv); ``--members none`` leaves their
+    ``member`` column empty, as for a run without members."""
+    from calibview.core.reports.tables import metrics_rows
+
+    rows = metrics_rows(evaluations)
+    if selection == "none":
+        for row in rows:
+            row["member"] = None
+    return rows
+
+
+def ensemble_only(evaluations) -> list:
+    """The evaluations of the runs' predictions (a run's ensemble, not its member rows): what the diagrams,
+    curves, rankings and contrasts show."""
+    return [ev for ev in evaluations if ev.request.member is None]
 
 
 def announce_cost(requests) -> None:
@@ -385,7 +433,7 @@ def first_settings(evaluations) -> list:
     """The evaluation of the first setting of each run and split (an ablation has one per setting)."""
     seen, out = set(), []
     for ev in evaluations:
-        key = (ev.run.file, ev.run.name, ev.request.fit_split, ev.request.eval_split)
+        key = (ev.run.file, ev.run.name, ev.request.fit_split, ev.request.eval_split, ev.request.member)
         if key not in seen:
             seen.add(key)
             out.append(ev)

@@ -10,8 +10,9 @@ import dataclasses
 import logging
 from pathlib import Path
 
-from calibview.cli.options import (add_eval_options, add_figure_options, add_lock_options, eval_file, evaluate_all, figure_options,
-                                   first_settings, log_calibrator_warnings, requests_from_args)
+from calibview.cli.options import (add_eval_options, add_figure_options, add_lock_options, add_member_options,
+                                   ensemble_only, eval_file, evaluate_all, figure_options, first_settings,
+                                   log_calibrator_warnings, member_rows, requests_from_args)
 from calibview.core.errors import CalibviewError
 
 HELP = "write metrics.csv, curves.csv and calibrators.json for every run"
@@ -21,6 +22,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """The evaluation options, the output folder, the figure options, the selective-prediction options
     (``--audit``, ``--target-precision``) and ``--compare``."""
     add_eval_options(p)
+    add_member_options(p, rank=True)
     p.add_argument("--out", "-o", required=True, help="output directory")
     p.add_argument("--no-diagram", action="store_true", help="skip diagram.png (it needs Qt, drawn offscreen)")
     p.add_argument("--force", action="store_true",
@@ -53,6 +55,7 @@ def run(args) -> int:
     from calibview.core.reports.folder import ReportFolder
     from calibview.core.reports.selective import check_target, parse_thresholds, write_selective
     from calibview.core.reports.tables import write_report
+    from calibview.core.reports.uncertainty import write_uncertainty
 
     audit = parse_thresholds(args.audit)
     check_target(args.target_precision)
@@ -65,11 +68,13 @@ def run(args) -> int:
     settings = {k: v for k, v in vars(args).items() if k not in ("out", "log_level", "quiet", "force", "lock_timeout")}
     folder = ReportFolder(args.out, inputs=inputs, settings=settings, force=args.force)   # refused before any work
     engine = Engine()
-    evaluations = evaluate_all(args, engine)
+    every = evaluate_all(args, engine)
+    evaluations = ensemble_only(every)    # a run's member rows are in metrics.csv only
     conformal = conformal_results(engine, first_settings(evaluations), args) if args.conformal else []
     with folder:                          # written into a staging folder, moved into --out when complete
-        _, messages = write_report(evaluations, folder.dir)
-        _, notes = write_selective(engine, evaluations, folder.dir, audit, args.target_precision)
+        _, messages = write_report(evaluations, folder.dir, rows=member_rows(every, args.members))
+        _, notes = write_selective(engine, evaluations, folder.dir, audit, args.target_precision, args.rank_by)
+        write_uncertainty(evaluations, folder.dir)
         if len({ev.request.eval_split for ev in evaluations}) > 1:
             write_domains(evaluations, engine, folder.dir)
         if args.compare:

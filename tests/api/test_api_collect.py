@@ -227,7 +227,7 @@ def test_mc_dropout_members_differ_across_passes_beside_the_eval_logits(tmp_path
     for i in range(4):
         for j in range(i):
             assert not np.allclose(m[i], m[j])
-    eval_logits = read_split(out, "m/d", "test").scores
+    eval_logits = read_split(out, "m/d", "test", member="deterministic").scores   # not the ensemble
     assert np.array_equal(eval_logits, plain(net().eval(), x))
     assert not np.allclose(m.mean(0), eval_logits, atol=1e-3)
     # only the dropout layers trained: with dropout switched off the passes are the eval-mode logits

@@ -59,9 +59,10 @@ def test_report_files_have_the_documented_shape(demo_report):
     with open(demo_report / "metrics.csv", newline="") as f:
         header = next(csv.reader(f))
     assert header == metric_columns()
-    assert header[:6] == ["model", "dataset", "split", "calibrator", "accuracy", "accuracy_lo"]
+    assert header[:7] == ["model", "dataset", "split", "calibrator", "member", "accuracy", "accuracy_lo"]
     rows = _read_csv(demo_report / "metrics.csv")
-    assert len(rows) == 3 * 3                                    # every run x calibrator
+    assert len(rows) == 3 * 3 + 3 * 3          # every run x calibrator; the ensemble run: ensemble, member 0, 1
+    assert [r["member"] for r in rows] == [""] * 9 + ["ensemble"] * 3 + ["0"] * 3 + ["1"] * 3
     for r in rows:
         for m in ("ece", "smece", "cal", "tot", "sharpness_gap", "classwise_ece"):
             v, lo, hi = float(r[m]), float(r[m + "_lo"]), float(r[m + "_hi"])

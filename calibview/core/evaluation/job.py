@@ -32,7 +32,8 @@ from calibview.core.io import shards, stream
 from calibview.core.stats.resampling import Resampler, bootstrap_units
 from calibview.core.stats.metrics import resolve_bins
 from calibview.core.stats.points import compute_part
-from calibview.core.errors import report
+from calibview.core.errors import CalibviewError, report
+from calibview.core.io.members import format as members_format
 from calibview.core.evaluation.cache import LRUCache, file_identity
 from calibview.core.evaluation.cost import COUNTS_BUDGET, budget, check_bins  # noqa: F401 (COUNTS_BUDGET: its old home)
 from calibview.core.evaluation.request import EvalRequest, Setting
@@ -84,6 +85,14 @@ class Job:
         self.run_info.split(req.eval_split)
         if self.needs_fit:
             self.run_info.split(req.fit_split)
+        for split in (req.eval_split, req.fit_split if self.needs_fit else None):
+            if split is not None:
+                members_format.check_member(self.run_info.split(split), req.member, req.file)
+        if req.member is not None and self.source is shards:
+            raise CalibviewError(f"{req.file}: the members of a sharded run are read as their ensemble only; "
+                                 f"evaluate member {req.member} from one file.")
+        #: the run as the cache keys name it: one member of a run with members is a run of its own
+        self.run_key = self.run_info.name if req.member is None else f"{self.run_info.name}#member={req.member}"
         self.n = self.run_info.split(req.eval_split).n
         self.k = self.run_info.k
         self.bins_of = {s: resolve_bins(s.bins, self.n) for s in settings}
@@ -102,13 +111,13 @@ class Job:
         """The fit stage's key of calibrator ``name``: ``none`` is the same whatever the fit split, a given
         calibrator is keyed by what it is (method and parameters), not where it came from."""
         if name == "none":
-            return ("fit", self.req.file, self.ident, self.run_info.name, None, "none", ())
+            return ("fit", self.req.file, self.ident, self.run_key, None, "none", ())
         if name in self.given:
             g = self.given[name].to_json()
-            return ("fit", self.req.file, self.ident, self.run_info.name, "given", g["method"],
+            return ("fit", self.req.file, self.ident, self.run_key, "given", g["method"],
                     json.dumps(g["params"], sort_keys=True))
         opts = tuple(sorted(self.req.options_for(name).items()))
-        return ("fit", self.req.file, self.ident, self.run_info.name, self.req.fit_split, name, opts)
+        return ("fit", self.req.file, self.ident, self.run_key, self.req.fit_split, name, opts)
 
     def score_key(self, name: str) -> tuple:
         """The score stage's key of calibrator ``name``: its fit key, the evaluation split, n_boot, seed, device."""
@@ -144,12 +153,13 @@ class Job:
         info = self.run_info.split(name)
         if self.source is not arrays and memory.memory_bytes(info) > self.budget:   # arrays: in memory already
             split = stream.StreamedSplit(self.req.file, self.run_info, name, device=self.device,
-                                         chunk_rows=self.req.chunk_rows)
+                                         chunk_rows=self.req.chunk_rows, member=self.req.member)
             opened.append(split)
             return split, split.labels
         report(self.progress, span[0], f"reading {name}")
+        member = {"member": self.req.member} if self.req.member is not None else {}   # shards: refused above
         data = self.source.read_split(self.req.file, self.run_info, name, chunk_rows=self.req.chunk_rows,
-                                      progress=self.sub_progress(*span), cancel=self.cancel)
+                                      progress=self.sub_progress(*span), cancel=self.cancel, **member)
         return scores_tensor(data, self.device), torch.from_numpy(data.labels).to(self.device)
 
     def resamples(self):

@@ -1,4 +1,5 @@
-"""The flat records of evaluations: one dict per run x calibrator x setting, with the identity, every metric's
+"""The flat records of evaluations: one dict per run x member x calibrator x setting, with the identity (``member``:
+None for a run without members, "ensemble" or the member's index for one with them), every metric's
 value and interval (``<metric>``, ``<metric>_lo``, ``<metric>_hi``) and the settings that produced it. They are
 the rows of metrics.csv and of ``metrics --json``, and the base of the comparison, slice and release records."""
 
@@ -17,9 +18,9 @@ SETTING_COLUMNS = ("fit_split", "eval_split", "n", "k", "bins", "bandwidth", "ke
 
 
 def metric_columns() -> list[str]:
-    """The keys of a record, in order: ID_COLUMNS, value/_lo/_hi per metric, SETTING_COLUMNS, then
+    """The keys of a record, in order: ID_COLUMNS, ``member``, value/_lo/_hi per metric, SETTING_COLUMNS, then
     ``interval_method`` (:func:`interval_methods`)."""
-    cols = list(ID_COLUMNS)
+    cols = list(ID_COLUMNS) + ["member"]
     for m in METRIC_NAMES:
         cols += [m, f"{m}_lo", f"{m}_hi"]
     return cols + list(SETTING_COLUMNS) + ["interval_method"]
@@ -29,7 +30,7 @@ def run_groups(evaluations: Iterable[Evaluation]) -> list[list[Evaluation]]:
     """Evaluations grouped by run and splits (the settings of an ablation), in first-seen order."""
     groups: dict[tuple, list[Evaluation]] = {}
     for ev in evaluations:
-        key = (ev.run.file, ev.run.name, ev.request.fit_split, ev.request.eval_split)
+        key = (ev.run.file, ev.run.name, ev.request.fit_split, ev.request.eval_split, ev.request.member)
         groups.setdefault(key, []).append(ev)
     return list(groups.values())
 
@@ -54,6 +55,14 @@ def interval_methods(metrics) -> str:
                       separators=(",", ":"))
 
 
+def member_of(ev: Evaluation):
+    """The ``member`` of ``ev``'s rows: None for a run without members, "ensemble" for the ensemble of a run with
+    members, else the member's index as a string or "deterministic"."""
+    if not ev.run.split(ev.request.eval_split).members:
+        return None
+    return ev.request.member if ev.request.member is not None else "ensemble"
+
+
 def metrics_rows(evaluations: Iterable[Evaluation]) -> list[dict]:
     """One dict per run x calibrator x setting: the identity, value/_lo/_hi per metric, the settings, then
     ``interval_method`` (:func:`interval_methods`)."""
@@ -65,7 +74,7 @@ def metrics_rows(evaluations: Iterable[Evaluation]) -> list[dict]:
                 if r is None:
                     continue
                 row = {"model": ev.run.model, "dataset": ev.run.dataset, "split": ev.request.eval_split,
-                       "calibrator": r.name}
+                       "calibrator": r.name, "member": member_of(ev)}
                 for m in METRIC_NAMES:
                     est = r.metrics[m]
                     row[m], row[f"{m}_lo"], row[f"{m}_hi"] = est.value, est.lo, est.hi

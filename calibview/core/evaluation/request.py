@@ -45,6 +45,9 @@ class EvalRequest:
     #: per-calibrator constructor options, e.g. (("hb", (("bins", 20),)),): nested tuples keep the request
     #: hashable and immutable; see calibrators.configured
     options: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()
+    #: of a run with members (calibview.core.io.members): None for their ensemble (the run's prediction), "0" ..
+    #: "M-1" for one member, "deterministic" for the split's own scores beside the members; fit and eval alike
+    member: Optional[str] = None
 
     def options_for(self, name: str) -> dict:
         """The constructor options given for calibrator ``name`` (empty when none were)."""

@@ -456,7 +456,9 @@ def _record(req, run, by, name, s: Slice, values, dists, k, b, min_slice) -> dic
     flagged."""
     own, base = values[(name, s.key)], values[(name, -1)]
     d_own, d_base = dists.get((name, s.key)), dists.get((name, -1))
-    rec = {"model": run.model, "dataset": run.dataset, "split": req.eval_split, "calibrator": name}
+    member = (req.member or "ensemble") if run.split(req.eval_split).members else None   # as metrics_rows
+    rec = {"model": run.model, "dataset": run.dataset, "split": req.eval_split, "calibrator": name,
+           "member": member}
     methods = {}
     with np.errstate(all="ignore"):
         for m in METRIC_NAMES:

@@ -30,6 +30,7 @@ import numpy as np
 from calibview.core.errors import CalibviewError, Progress, check_cancel, report
 from calibview.core.io import meta as md
 from calibview.core.io.checks import validate_arrays
+from calibview.core.io.members import format as mf
 from calibview.core.io.schema import RunInfo, SplitData, SplitInfo
 
 PREFIX = "<arrays:"
@@ -45,10 +46,16 @@ class ArrayRun:
     float32/float64 read-only, labels (N,) int64 read-only), ``meta`` (split name -> column -> (N,) array)."""
 
     def __init__(self, path: str, info: RunInfo, data: Mapping[str, SplitData],
-                 meta: Mapping[str, Mapping[str, np.ndarray]]) -> None:
+                 meta: Mapping[str, Mapping[str, np.ndarray]],
+                 members: Optional[Mapping[str, np.ndarray]] = None,
+                 own: Optional[Mapping[str, SplitData]] = None) -> None:
         self.path, self.info = path, info
         self.data = MappingProxyType(dict(data))
         self.meta = MappingProxyType({k: MappingProxyType(dict(v)) for k, v in meta.items()})
+        #: split -> (M, N, K) read-only member logits; ``data`` then holds their ensemble (mean probabilities)
+        self.members = MappingProxyType(dict(members or {}))
+        #: split -> the split's own scores given beside its members (the "deterministic" row)
+        self.own = MappingProxyType(dict(own or {}))
 
     def __repr__(self) -> str:
         sizes = ", ".join(f"{s.name} {s.n} x {s.k}" for s in self.info.splits)
@@ -76,12 +83,33 @@ def register(model: str, dataset: str, splits: Mapping[str, tuple[str, object, o
              label: str = "arrays", names: Optional[Mapping[str, tuple[str, str]]] = None,
              class_names: Optional[Sequence[str]] = None,
              meta: Optional[Mapping[str, Mapping[str, object]]] = None,
-             attrs: Optional[Mapping[str, str]] = None) -> ArrayRun:
+             attrs: Optional[Mapping[str, str]] = None,
+             members: Optional[Mapping[str, tuple[str, object]]] = None) -> ArrayRun:
     """Validate ``splits`` ({name: (kind "logits" | "probs", scores (N, K) float16/32/64, labels (N,) int)}) by
     the reading rules and hold them as one run ``model/dataset``; ``meta`` ({split: {column: (N,) values}}) and
     ``class_names`` (K strings) as the writer takes them. Messages start with ``label`` and name each split's
-    arrays by ``names[split]`` ((scores name, labels name); default "<split> scores" / "<split> labels")."""
+    arrays by ``names[split]`` ((scores name, labels name); default "<split> scores" / "<split> labels").
+
+    ``members`` ({split: (kind "ensemble" | "mc-dropout", (M, N, K) logits)}) gives a split members, as the
+    ``members`` dataset of a file does: the split's scores are then their ensemble (scores may be None; scores
+    given beside them are the split's "deterministic" row)."""
     names = dict(names or {})
+    splits = dict(splits)
+    held: dict[str, np.ndarray] = {}
+    own: dict[str, tuple[str, object, object]] = {}
+    for split, (mkind, ms) in (members or {}).items():
+        if mkind not in mf.MEMBER_KINDS:
+            raise CalibviewError(f"{label}: the members kind must be 'ensemble' or 'mc-dropout', not {mkind!r}.")
+        kind, scores, labels = splits.get(split, ("logits", None, None))
+        if labels is None:
+            raise CalibviewError(f"{label}: the members of split '{split}' need labels.")
+        k = None if scores is None else int(np.shape(scores)[-1])
+        a = mf.check_member_arrays(label, ms, labels, k)
+        a = _native(a.astype(np.float32) if a.dtype.itemsize < 4 else a)
+        if scores is not None:
+            own[split] = (kind, scores, labels)
+        held[split] = _read_only(a)
+        splits[split] = ("probs", _ensemble(a), labels)
     checked: dict[str, tuple[str, np.ndarray, np.ndarray]] = {}
     stored: dict[str, str] = {}
     for split, (kind, scores, labels) in splits.items():
@@ -111,18 +139,41 @@ def register(model: str, dataset: str, splits: Mapping[str, tuple[str, object, o
                                                                 checked[split][1].shape[0])
     path = f"{PREFIX}{next(_COUNTER)}:{uuid.uuid4().hex[:12]}>"
     run_path = "/" + "/".join([model] + ([dataset] if dataset else []))
-    infos = tuple(SplitInfo(name=split, path=f"{run_path}/{split}", n=int(s.shape[0]), k=k, kind=kind,
-                            dtype=stored[split], meta=tuple(columns.get(split, {})))
+    infos = tuple(SplitInfo(name=split, path=f"{run_path}/{split}", n=int(s.shape[0]), k=k,
+                            kind=(own[split][0] if split in own else "members") if split in held else kind,
+                            dtype=str(held[split].dtype) if split in held else stored[split],
+                            meta=tuple(columns.get(split, {})), members=int(held[split].shape[0]) if split in held
+                            else 0, members_kind=members[split][0] if split in held else "")
                   for split, (kind, s, _) in checked.items())
     info = RunInfo(file=path, name=f"{model}/{dataset}" if dataset else model, model=model, dataset=dataset,
                    path=run_path, k=k, splits=infos, class_names=cnames,
                    attrs=MappingProxyType({str(a): str(v) for a, v in (attrs or {}).items()}))
     data = {sp.name: SplitData(scores=_read_only(checked[sp.name][1]), labels=_read_only(checked[sp.name][2]),
-                               kind=sp.kind, info=sp, run=info) for sp in infos}
-    run = ArrayRun(path, info, data, columns)
+                               kind=checked[sp.name][0], info=sp, run=info) for sp in infos}
+    own_data = {}
+    for sp in infos:
+        if sp.name in own:
+            kind, scores, labels = own[sp.name]
+            sc, y = validate_arrays(label, f"{sp.name} scores", f"{sp.name} labels", kind, scores, labels)
+            sc = _native(sc.astype(np.float32) if sc.dtype.itemsize < 4 else sc)
+            own_data[sp.name] = SplitData(scores=_read_only(sc), labels=data[sp.name].labels, kind=kind, info=sp,
+                                          run=info)
+    run = ArrayRun(path, info, data, columns, held, own_data)
     with _LOCK:
         _RUNS[path] = run
     return run
+
+
+def _ensemble(members: np.ndarray) -> np.ndarray:
+    """(N, K) float64 mean of the (M, N, K) members' softmax probabilities, member by member."""
+    total = np.zeros(members.shape[1:], np.float64)
+    for z in members:
+        p = z.astype(np.float64)
+        p -= p.max(axis=1, keepdims=True)
+        np.exp(p, out=p)
+        p /= p.sum(axis=1, keepdims=True)
+        total += p
+    return total / members.shape[0]
 
 
 def lookup(path: str) -> ArrayRun:
@@ -153,11 +204,18 @@ def read_meta(path: str, run: Union[str, RunInfo], split: str, column: str) -> n
 
 
 def read_split(path: Optional[str], run: Union[str, RunInfo], split: str, *, chunk_rows: Optional[int] = None,
-               progress: Optional[Progress] = None, cancel: Optional[threading.Event] = None) -> SplitData:
+               progress: Optional[Progress] = None, cancel: Optional[threading.Event] = None,
+               member: Optional[str] = None) -> SplitData:
     """Split ``split`` of the in-memory run at ``path`` (validated when registered, so nothing is read or
-    copied); the signature of :func:`calibview.core.io.logits.read_split`."""
+    copied); the signature of :func:`calibview.core.io.logits.read_split`, ``member`` as there."""
     held = lookup(path if path is not None else run.file)      # type: ignore[union-attr]
     check_cancel(cancel)
     info = held.info.split(split)                               # the RunInfo's sentence for a split it lacks
     report(progress, 1.0, f"Read {info.n} rows of {split} (in memory)")
-    return held.data[split]
+    if member is None or member == "ensemble":
+        return held.data[split]
+    mf.check_member(info, member, held.path)
+    if member == mf.DETERMINISTIC:
+        return held.own[split]
+    return SplitData(scores=held.members[split][int(member)], labels=held.data[split].labels, kind="logits",
+                     info=info, run=held.info)

@@ -18,6 +18,7 @@ from calibview.core.io import guard
 from calibview.core.io import meta as md
 from calibview.core.io.checks import check_shapes, check_stored
 from calibview.core.io.limits import walk
+from calibview.core.io.members import format as mf
 from calibview.core.io.schema import SCORE_KINDS, PathLike, RunInfo, SplitInfo, abspath, join, open_file
 
 _MAX_ATTR_CHARS = 10_000
@@ -83,12 +84,13 @@ def _parent(path: str) -> str:
 
 def _split_info(group: h5py.Group, file: str) -> Optional[SplitInfo]:
     """The split this group is, or None if it holds no scores; CalibviewError if its datasets are malformed."""
-    found = {k: guard.child(group, k, file) for k in SCORE_KINDS}  # never follows a foreign link
+    found = {k: guard.child(group, k, file) for k in SCORE_KINDS + (mf.MEMBERS,)}  # never follows a foreign link
     kind = next((k for k in SCORE_KINDS if isinstance(found.get(k), h5py.Dataset)), None)
-    if kind is None:
+    members = found[mf.MEMBERS] if isinstance(found.get(mf.MEMBERS), h5py.Dataset) else None
+    if kind is None and members is None:
         return None
-    scores = found[kind]
-    spath = join(group.name, kind)
+    scores = found[kind] if kind else members
+    spath = join(group.name, kind or mf.MEMBERS)
     lpath = join(group.name, "labels")
     labels = guard.child(group, "labels", file)
     if not isinstance(labels, h5py.Dataset):
@@ -96,12 +98,17 @@ def _split_info(group: h5py.Group, file: str) -> Optional[SplitInfo]:
             f"{file}: {spath} has no labels dataset next to it ({lpath} is missing); "
             f"add the (N,) integer class labels."
         )
+    m, mkind = mf.check_members(file, members, labels, scores if kind else None) if members is not None else (0, "")
+    name = "all" if group.name == "/" else group.name.rsplit("/", 1)[1]
+    if kind is None:            # members only: the run's scores are their ensemble
+        _, n, k = members.shape
+        return SplitInfo(name=name, path=group.name, n=int(n), k=int(k), kind=mf.MEMBERS, dtype=str(members.dtype),
+                         meta=_meta_names(group), members=m, members_kind=mkind)
     check_stored(file, scores, labels)
     check_shapes(file, spath, scores.shape, scores.dtype, lpath, labels.shape, labels.dtype, kind)
-    name = "all" if group.name == "/" else group.name.rsplit("/", 1)[1]
     n, k = scores.shape
     return SplitInfo(name=name, path=group.name, n=int(n), k=int(k), kind=kind, dtype=str(scores.dtype),
-                     meta=_meta_names(group))
+                     meta=_meta_names(group), members=m, members_kind=mkind)
 
 
 

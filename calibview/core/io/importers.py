@@ -23,6 +23,8 @@ import numpy as np
 from calibview.core.io.limits import archives
 from calibview.core.errors import CalibviewError, ParameterError, Progress, report
 from calibview.core.io.checks import validate_arrays
+from calibview.core.io.members.format import check_member_arrays
+from calibview.core.io.members.write import write_members
 from calibview.core.io.discovery import list_runs
 from calibview.core.io.schema import PathLike, RunInfo
 from calibview.core.io.writer import write_splits
@@ -77,6 +79,11 @@ def import_arrays(src: PathLike, out: PathLike, *, model: Optional[str] = None, 
     meta_arrays = {k: arrays.pop(k) for k in [k for k in arrays if _META.match(k)]}
     splits = _pair_up(src_path, arrays, split, names)
     meta = _meta_of(src_path, meta_arrays, splits, arrays)
+    # a 3-D logits_<split> (M, N, K) holds the split's members (calibview.core.io.members)
+    stacked = {name: v for name, v in splits.items() if v[0] == "logits" and np.ndim(v[1]) == 3}
+    for name, (kind, scores, labels, keys) in stacked.items():
+        check_member_arrays(f"{src_path}: {keys[0]}", scores, labels)
+        del splits[name]
     for name, (kind, scores, labels, keys) in list(splits.items()):
         kind, scores, note = binary_columns(kind, scores, named=named, binary=binary)
         splits[name] = (kind, scores, labels, keys)
@@ -91,9 +98,13 @@ def import_arrays(src: PathLike, out: PathLike, *, model: Optional[str] = None, 
         validate_arrays(str(src_path), scores_name, labels_name, kind, scores, labels)
     model = model or _default_model(src_path)
     dataset = "data" if dataset is None else dataset
-    report(progress, 0.3, f"Writing {len(splits)} split(s) to {out_path.name}")
-    write_splits(out_path, model, dataset, {name: value[:3] for name, value in splits.items()}, overwrite=overwrite,
-                 meta=meta)
+    report(progress, 0.3, f"Writing {len(splits) + len(stacked)} split(s) to {out_path.name}")
+    if stacked:
+        write_members(out_path, model, dataset, {name: (v[1], v[2]) for name, v in stacked.items()},
+                      overwrite=overwrite)
+    if splits:
+        write_splits(out_path, model, dataset, {name: value[:3] for name, value in splits.items()},
+                     overwrite=overwrite, meta={k: v for k, v in (meta or {}).items() if k in splits} or None)
     report(progress, 1.0, f"Imported {src_path.name} as {model}/{dataset}")
     run_path = "/" + "/".join(p for p in (model, dataset) if p)
     return [r for r in list_runs(out_path) if r.path == run_path]

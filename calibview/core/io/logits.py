@@ -20,6 +20,8 @@ from calibview.core.io import meta as md
 from calibview.core.io.checks import ScoreCheck, check_labels, check_shapes, check_stored
 from calibview.core.io.discovery import discover, find_run
 from calibview.core.io.limits import blocks, cost
+from calibview.core.io.members import format as mf
+from calibview.core.io.members import read as mr
 from calibview.core.io.schema import (CHUNK_BYTES, PathLike, RunInfo, SplitData, SplitInfo, abspath, join,
                                       oneline, open_file)
 
@@ -95,17 +97,25 @@ def open_split(f: h5py.File, file: str, info: SplitInfo) -> tuple[h5py.Dataset, 
 
 
 def read_split(path: Optional[PathLike], run: Union[str, RunInfo], split: str, *, chunk_rows: Optional[int] = None,
-               progress: Optional[Progress] = None, cancel: Optional[threading.Event] = None) -> SplitData:
+               progress: Optional[Progress] = None, cancel: Optional[threading.Event] = None,
+               member: Optional[str] = None) -> SplitData:
     """Read and validate one split: ``scores`` (N, K) float32/float64, ``labels`` (N,) int64, both read-only.
 
     The output is allocated once and filled chunk by chunk (default about 64 MB of rows, whole HDF5 chunks);
     each chunk is validated, then ``progress(fraction, message)`` is called and ``cancel`` is checked.
-    ``path`` may be None when ``run`` is a RunInfo (its ``file`` is used)."""
+    ``path`` may be None when ``run`` is a RunInfo (its ``file`` is used). A split with members reads as their
+    ensemble ((N, K) float64 mean probabilities, kind "probs", :mod:`calibview.core.io.members`) unless
+    ``member`` names member "i" (its logits) or "deterministic" (the split's own scores)."""
     if chunk_rows is not None and chunk_rows < 1:
         raise ValueError(f"chunk_rows must be >= 1, got {chunk_rows}")
     file = abspath(path if path is not None else run.file)  # type: ignore[union-attr]
     with open_file(file) as f:
         run_info, info = _resolve(f, file, run, split)
+    if info.members and member != mf.DETERMINISTIC:
+        return mr.read_members(file, run_info, info, member, chunk_rows_=chunk_rows, progress=progress,
+                               cancel=cancel)
+    mf.check_member(info, member, file)
+    with open_file(file) as f:
         sds, lds, out_dtype = open_split(f, file, info)
         n, k = info.n, info.k
         report(progress, 0.0, f"Reading {info.scores_path} ({n} x {k})")
@@ -161,8 +171,17 @@ def iter_split(path: Optional[PathLike], run: Union[str, RunInfo], split: str, *
     file = abspath(path if path is not None else run.file)  # type: ignore[union-attr]
     with open_file(file) as f:
         _, info = _resolve(f, file, run, split)
+        if info.members:          # the run's prediction: the members' ensemble
+            return _iter_ensemble(file, info, int(chunk_rows))
         open_split(f, file, info)
     return _iter_chunks(file, info, int(chunk_rows))
+
+
+def _iter_ensemble(file: str, info: SplitInfo, rows: int) -> Iterator[tuple[np.ndarray, np.ndarray, int]]:
+    with mr.opened(file, info) as (block, labels):
+        for start in range(0, info.n, rows):
+            stop = min(info.n, start + rows)
+            yield mr.ensemble_rows(block, info.members, start, stop), labels[start:stop].copy(), start
 
 
 def _iter_chunks(file: str, info: SplitInfo, rows: int) -> Iterator[tuple[np.ndarray, np.ndarray, int]]:

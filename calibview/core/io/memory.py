@@ -38,7 +38,8 @@ def memory_bytes(info: schema.SplitInfo) -> int:
     """Bytes the split takes once loaded: float16 widens to float32, probabilities become float64 log-probs."""
     import numpy as np
 
-    itemsize = 8 if info.kind == "probs" or np.dtype(info.dtype).itemsize >= 8 else 4
+    # a split with members is read as their ensemble, float64 probabilities
+    itemsize = 8 if info.kind == "probs" or getattr(info, "members", 0) or np.dtype(info.dtype).itemsize >= 8 else 4
     return int(info.n) * int(info.k) * itemsize
 
 

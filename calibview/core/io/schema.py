@@ -1,7 +1,8 @@
 """The records of the HDF5 logits format, and the helpers its readers and writers share (docs/FORMAT.md).
 
-A *split* is any group holding a ``logits`` (or ``probs``) dataset of shape (N, K) and a ``labels`` dataset of
-shape (N,); its parent group is the *run*. The canonical layout is ``/<model>/<dataset>/<split>/{logits,labels}``.
+A *split* is any group holding a ``logits`` (or ``probs``) dataset of shape (N, K), or a ``members`` dataset of
+shape (M, N, K) (:mod:`calibview.core.io.members`), and a ``labels`` dataset of shape (N,); its parent group is the
+*run*. The canonical layout is ``/<model>/<dataset>/<split>/{logits,labels}``.
 
 Here: the metadata records :class:`SplitInfo` and :class:`RunInfo`, the arrays of a read split
 (:class:`SplitData`), the score kinds and the read chunk size, and the path, file-opening and message helpers of
@@ -36,9 +37,16 @@ class SplitInfo:
     path: str  # HDF5 group path of the split, e.g. "/resnet110/cifar10/val"
     n: int
     k: int
-    kind: str  # "logits" or "probs"
+    kind: str  # "logits" or "probs"; "members" for a split holding members only
     dtype: str  # stored dtype of the scores, e.g. "float32"
     meta: tuple[str, ...] = ()  # metadata columns under <split>/meta, in file order (names only)
+    members: int = 0  # M of a (M, N, K) ``members`` dataset beside (or instead of) the scores; 0 without one
+    members_kind: str = ""  # "ensemble" | "mc-dropout" with members, else ""
+
+    @property
+    def members_path(self) -> str:
+        """HDF5 path of the (M, N, K) members dataset, e.g. "/resnet110-ensemble/cifar10/val/members"."""
+        return join(self.path, "members")
 
     @property
     def scores_path(self) -> str:

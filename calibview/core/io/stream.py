@@ -28,6 +28,8 @@ from calibview.core.io import checks, discovery
 from calibview.core.io import logits as lg
 from calibview.core.io.memory import human, memory_bytes
 from calibview.core.io import schema
+from calibview.core.io.members import format as mf
+from calibview.core.io.members import read as mr
 from calibview.core.io import shards
 from calibview.core.io.heap import trim_heap, tune_allocator  # noqa: F401  (stream.trim_heap: the engine's)
 from calibview.core.errors import CalibviewError, ParameterError
@@ -47,17 +49,25 @@ class StreamedSplit:
     """
 
     def __init__(self, file: str, run: schema.RunInfo, split: str, *, device: torch.device | str = "cpu",
-                 chunk_rows: Optional[int] = None) -> None:
+                 chunk_rows: Optional[int] = None, member: Optional[str] = None) -> None:
         info = run.split(split)
+        mf.check_member(info, member, file)
+        # a split with members streams their ensemble (float64 probabilities) or one member's logits, read member
+        # by member per chunk (calibview.core.io.members)
+        self.member = member
+        self._members = bool(info.members) and member != mf.DETERMINISTIC
+        self._blocks: dict[str, object] = {}
         if shards.is_pattern(file):
             _, files, per_file = shards._listing(file)
             segments = [(f, discovery.find_run(r, run.name).split(split)) for f, r in zip(files, per_file)]
         else:
             segments = [(schema.abspath(file), info)]
         self.info, self.run, self.kind = info, run, info.kind
+        if self._members:
+            self.kind = "probs" if member in (None, mf.ENSEMBLE) else "logits"
         self.device = torch.device(device)
         self.shape = (int(info.n), int(info.k))
-        self.dtype = torch.float64 if info.kind == "probs" or np.dtype(info.dtype).itemsize >= 8 else torch.float32
+        self.dtype = torch.float64 if self.kind == "probs" or np.dtype(info.dtype).itemsize >= 8 else torch.float32
         self._files: dict[str, h5py.File] = {}
         self._segments = []                     # (file, info, first row, stop row)
         labels = np.empty(self.shape[0], np.int64)
@@ -74,6 +84,11 @@ class StreamedSplit:
     def _datasets(self, file: str, info: schema.SplitInfo) -> tuple[h5py.Dataset, h5py.Dataset]:
         if file not in self._files:
             self._files[file] = schema.open_file(file)
+            self._blocks.pop(file, None)
+        if self._members:       # (member reader, labels): the members dataset is no (N, K) scores dataset
+            if file not in self._blocks:
+                self._blocks[file] = mr.file_blocks(self._files[file], file, info)
+            return self._blocks[file], self._files[file][info.labels_path]
         sds, lds, _ = lg.open_split(self._files[file], file, info)
         return sds, lds
 
@@ -92,6 +107,9 @@ class StreamedSplit:
             if a >= b:
                 continue
             sds, _ = self._datasets(file, info)
+            if self._members:
+                parts.append(mr.member_block(sds, info, self.member, a - first, b - first))
+                continue
             block = np.empty((b - a, self.shape[1]), lg.out_dtype(sds.dtype))
             staging = np.empty((b - a, self.shape[1]), sds.dtype) if sds.dtype.itemsize < 4 else None
             lg.read_rows(sds, block, a - first, b - first, 0, staging, file)
@@ -120,6 +138,7 @@ class StreamedSplit:
         for f in self._files.values():
             f.close()
         self._files.clear()
+        self._blocks.clear()
 
     def __enter__(self) -> "StreamedSplit":
         return self

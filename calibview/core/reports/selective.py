@@ -55,17 +55,21 @@ def _ident(ev, name: str) -> dict:
     return {"model": ev.run.model, "dataset": ev.run.dataset, "split": ev.request.eval_split, "calibrator": name}
 
 
-def selective_rows(ev, scored: dict, max_points: int = MAX_CURVE_POINTS) -> list[dict]:
-    """Risk-coverage points of every calibrator of one evaluation (``scored``: Engine.scored of its request)."""
+def selective_rows(ev, scored: dict, max_points: int = MAX_CURVE_POINTS, rank=None) -> list[dict]:
+    """Risk-coverage points of every calibrator of one evaluation (``scored``: Engine.scored of its request).
+    ``rank``: None (by each calibrator's confidence) or (N,) scores, higher accepted first, shared by every
+    calibrator (minus the members' entropy or mutual information: the threshold is then the largest one
+    accepted, in nats)."""
     from calibview.core.stats import selective as sel
 
     rows = []
     for r in ev.results:
         st = scored[r.name].stats
-        rc = sel.RiskCoverage(st.conf, st.correct)
+        rc = sel.RiskCoverage(st.conf if rank is None else rank, st.correct)
+        sign = 1.0 if rank is None else -1.0
         for i in rc.downsampled(max_points):
             rows.append({**_ident(ev, r.name), "coverage": float(rc.coverage[i]), "risk": float(rc.risk[i]),
-                         "threshold": float(rc.threshold[i]), "n_accepted": int(rc.count[i])})
+                         "threshold": sign * float(rc.threshold[i]), "n_accepted": int(rc.count[i])})
     return rows
 
 
@@ -110,6 +114,15 @@ def threshold_rows(ev, fit_scored: dict, eval_scored: dict, target: float) -> li
     return rows
 
 
+def _rank(ev, rank_by: str):
+    """The (N,) ranking scores of ``rank_by`` for ``ev``, or None (rank by each calibrator's confidence)."""
+    if rank_by == "confidence" or not ev.run.split(ev.request.eval_split).members:
+        return None
+    from calibview.core.evaluation.members import uncertainty
+
+    return uncertainty.ranking_score(uncertainty.of_evaluation(ev), rank_by)
+
+
 def rows_csv(rows: Sequence[dict], columns: Sequence[str]) -> str:
     """selective.csv, audit.csv or thresholds.csv of ``rows`` in ``columns`` order (through ``table_csv``)."""
     from calibview.core.reports.tables import table_csv
@@ -118,10 +131,13 @@ def rows_csv(rows: Sequence[dict], columns: Sequence[str]) -> str:
 
 
 def write_selective(engine, evaluations, out_dir: str | os.PathLike, audit: Sequence[float] = DEFAULT_AUDIT,
-                    target_precision: Optional[float] = None) -> tuple[list[Path], list[str]]:
+                    target_precision: Optional[float] = None,
+                    rank_by: str = "confidence") -> tuple[list[Path], list[str]]:
     """selective.csv, audit.csv and (with ``target_precision``) thresholds.csv for the first setting of each run
     (the files do not depend on bins or bandwidth); returns (paths, messages for stderr). The scored splits come
-    from ``engine``'s cache; the fit split is scored without resamples."""
+    from ``engine``'s cache; the fit split is scored without resamples. ``rank_by`` ("confidence", "entropy",
+    "mi") orders selective.csv of a run with members by the members' total entropy or mutual information
+    (runs without members, and the audit, which compares confidence with accuracy, stay on confidence)."""
     from calibview.core.io.safe_io import atomic_write
 
     out = Path(out_dir)
@@ -133,7 +149,7 @@ def write_selective(engine, evaluations, out_dir: str | os.PathLike, audit: Sequ
             continue
         seen.add(key)
         scored = engine.scored(ev.request)
-        curve += selective_rows(ev, scored)
+        curve += selective_rows(ev, scored, rank=_rank(ev, rank_by))
         aud += audit_rows(ev, scored, audit)
         if target_precision is None:
             continue

@@ -7,7 +7,7 @@ import io
 import json
 import os
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Optional, Sequence
 
 import numpy as np
 
@@ -202,9 +202,12 @@ def calibrators_json(evaluations: Iterable[Evaluation]) -> str:
     return json.dumps(out, indent=2) + "\n"
 
 
-def write_report(evaluations: Sequence[Evaluation], out_dir: str | os.PathLike) -> tuple[list[Path], list[str]]:
+def write_report(evaluations: Sequence[Evaluation], out_dir: str | os.PathLike,
+                 rows: Optional[Sequence[dict]] = None) -> tuple[list[Path], list[str]]:
     """metrics.csv, curves.csv, calibrators.json and ranking.csv in ``out_dir``; returns the paths written and the
-    ranking messages (the ranking of calibrators changing across the settings of an ablation)."""
+    ranking messages (the ranking of calibrators changing across the settings of an ablation). ``rows``: the rows
+    of metrics.csv when they are not ``metrics_rows(evaluations)`` (a run's member rows, which the other files
+    leave out)."""
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise ParameterError(f"out_dir={out} exists and is not a directory; give a directory to write into.",
@@ -215,7 +218,7 @@ def write_report(evaluations: Sequence[Evaluation], out_dir: str | os.PathLike) 
         firsts.setdefault((g[0].run.file, g[0].run.name, g[0].request.fit_split), g[0])
     ranking_rows, messages = rankings(evaluations)
     paths = [out / "metrics.csv", out / "curves.csv", out / "calibrators.json", out / "ranking.csv"]
-    atomic_write(paths[0], metrics_csv(metrics_rows(evaluations)))
+    atomic_write(paths[0], metrics_csv(metrics_rows(evaluations) if rows is None else rows))
     atomic_write(paths[1], curves_csv(evaluations))
     atomic_write(paths[2], calibrators_json(list(firsts.values())))
     atomic_write(paths[3], ranking_csv(ranking_rows))

@@ -420,13 +420,17 @@ def test_uncompressed_and_big_endian_writes(tmp_path):
 # -------------------------------------------------------------------------------------------------------- demo
 
 DEMO = Path(__file__).resolve().parents[3] / "calibview" / "resources" / "demo.h5"
-DEMO_RUNS = {"resnet110-brier/cifar10": 10, "resnet110-flsd53/cifar10": 10, "resnet110-brier/cifar100": 100}
+DEMO_RUNS = {"resnet110-brier/cifar10": 10, "resnet110-flsd53/cifar10": 10, "resnet110-brier/cifar100": 100,
+             "resnet110-ensemble/cifar10": 10}
 
 
-def test_demo_file_lists_the_three_runs():
+def test_demo_file_lists_the_three_runs_and_their_ensemble():
     runs = list_runs(DEMO)
     assert {r.name: r.k for r in runs} == DEMO_RUNS
     for run in runs:
+        if run.model == "resnet110-ensemble":           # the members run: tests/core/io/test_members.py
+            assert "Mukhoti et al. 2020" in run.attrs["attribution"]
+            continue
         assert run.model in ("resnet110-brier", "resnet110-flsd53")
         assert [(s.name, s.n, s.k, s.kind, s.dtype) for s in run.splits] == [
             ("val", 5000, run.k, "logits", "float32"), ("test", 10000, run.k, "logits", "float32")]

@@ -42,8 +42,9 @@ def collect(model: torch.nn.Module, loader: Iterable, path: PathLike, model_name
     MC-dropout passes; returns the split as listed from the file. See ``calibview.collect_logits`` for the rules."""
     file = abspath(path)
     run_path = _run_path(file, model_name, dataset, [split])
-    if members is not None and (isinstance(members, bool) or not isinstance(members, int) or members < 1):
-        raise ParameterError(f"members must be a whole number of MC-dropout passes, 1 or more, not {members!r}.",
+    if members is not None and (isinstance(members, bool) or not isinstance(members, int) or members < 2):
+        # one pass is no ensemble: the reader refuses M = 1, so it is refused before any forward pass
+        raise ParameterError(f"members must be a whole number of MC-dropout passes, 2 or more, not {members!r}.",
                              "members")
     if not isinstance(model, torch.nn.Module):
         raise CalibviewError(f"The model must be a torch.nn.Module, not {type(model).__name__}.")

@@ -1,0 +1,95 @@
+"""The command line on a run with members: the member column of metrics --json and metrics.csv, --members,
+uncertainty.csv, --rank-by, and bad members files refused in one sentence with exit 2."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+
+import h5py
+import numpy as np
+
+import calibview as cv
+from calibview.core.io.writer import write_run
+from calibview.cli.program import main
+from calibview.core.io.members.write import write_members
+
+
+def _file(tmp_path):
+    rng = np.random.default_rng(0)
+    splits = {}
+    for split in ("val", "test"):
+        y = rng.integers(0, 4, 300)
+        z = rng.normal(size=(3, 300, 4)).astype(np.float32)
+        z[:, np.arange(300), y] += 1.0
+        splits[split] = (z, y, z[0])
+    path = tmp_path / "m.h5"
+    write_members(path, "ens", "toy", splits)
+    write_run(path, "plain", "toy", "test", logits=splits["test"][2], labels=splits["test"][1])
+    write_run(path, "plain", "toy", "val", logits=splits["val"][2], labels=splits["val"][1])
+    return path
+
+
+def _json(capsys, *args):
+    capsys.readouterr()
+    assert main(["metrics", *args, "--json", "--n-boot", "0", "--quiet"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_metrics_json_has_a_member_column(tmp_path, capsys):
+    path = _file(tmp_path)
+    rows = _json(capsys, str(path), "--calibrators", "none,ts")
+    ens = [(r["member"], r["calibrator"]) for r in rows if r["model"] == "ens"]
+    assert ens == [(m, c) for m in ("ensemble", "deterministic", "0", "1", "2") for c in ("none", "ts")]
+    assert {r["member"] for r in rows if r["model"] == "plain"} == {None}
+    det = next(r for r in rows if r["member"] == "deterministic" and r["calibrator"] == "none")
+    zero = next(r for r in rows if r["member"] == "0" and r["calibrator"] == "none")
+    plain = next(r for r in rows if r["model"] == "plain" and r["calibrator"] == "none")
+    assert det["nll"] == zero["nll"] == plain["nll"]          # the deterministic scores here are member 0's
+    only = _json(capsys, str(path), "--run", "ens/toy", "--members", "ensemble")
+    assert [r["member"] for r in only] == ["ensemble"] * len(only)
+    none = _json(capsys, str(path), "--run", "ens/toy", "--members", "none")
+    assert [r["member"] for r in none] == [None] * len(none)
+    assert [r["nll"] for r in none] == [r["nll"] for r in only]
+
+
+def test_report_writes_member_rows_and_uncertainty_csv(tmp_path, capsys):
+    path = _file(tmp_path)
+    out = {}
+    for rank in ("confidence", "mi"):
+        out[rank] = tmp_path / rank
+        assert main(["report", str(path), "--n-boot", "0", "--out", str(out[rank]), "--no-diagram", "--quiet",
+                     "--rank-by", rank]) == 0
+    with open(out["mi"] / "metrics.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [r["member"] for r in rows if r["model"] == "plain"] == ["", ""]
+    assert [r["member"] for r in rows if r["model"] == "ens"][:2] == ["ensemble", "ensemble"]
+    with open(out["mi"] / "uncertainty.csv") as f:
+        unc = list(csv.DictReader(f))
+    assert len(unc) == 1 and unc[0]["model"] == "ens" and unc[0]["members"] == "3"
+    d = cv.evaluate(members=np.stack([np.asarray(h5py.File(path)["ens/toy/test/members"][i]) for i in range(3)]),
+                    labels=np.asarray(h5py.File(path)["ens/toy/test/labels"]), n_boot=0).uncertainty
+    assert float(unc[0]["epistemic_mean"]) == float(d.epistemic.mean())
+    assert float(unc[0]["total_q50"]) == float(np.quantile(d.total, 0.5))
+    sel = {rank: (out[rank] / "selective.csv").read_text() for rank in out}
+    assert sel["mi"] != sel["confidence"]
+    ens_lines = [line for line in sel["mi"].splitlines() if line.startswith("plain,")]
+    assert ens_lines == [line for line in sel["confidence"].splitlines() if line.startswith("plain,")]
+
+
+def test_bad_members_files_exit_2_with_one_sentence(tmp_path):
+    env = dict(os.environ, PYTHONWARNINGS="ignore")
+    bad = tmp_path / "one.h5"
+    with h5py.File(bad, "w") as f:
+        f["r/d/test/members"] = np.zeros((1, 5, 3), np.float32)
+        f["r/d/test/members"].attrs["kind"] = "ensemble"
+        f["r/d/test/labels"] = np.zeros(5, np.int64)
+    for args, fragment in [(["metrics", str(bad), "--json"], "M = 1"),
+                           (["metrics", str(_file(tmp_path)), "--members", "several"], "--members")]:
+        r = subprocess.run([sys.executable, "-m", "calibview.cli.program", *args], capture_output=True, text=True,
+                           env=env)
+        assert r.returncode == 2, r.stderr
+        assert fragment in r.stderr and "Traceback" not in r.stderr, r.stderr
