@@ -19,7 +19,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
     add_eval_options(p)
     p.add_argument("--by", required=True, metavar="COLUMN",
-                   help="metadata column of the evaluation split (see `calibview runs`), or 'class' for the label")
+                   help="metadata column of the evaluation split (see `calibview runs`), 'class' for the label, or "
+                        "'epistemic' (a members run) for the terciles of the members' mutual information")
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print the records as JSON to stdout")
     out.add_argument("--out", "-o", default=None, metavar="DIR", help="write DIR/slices.csv")

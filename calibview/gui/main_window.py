@@ -27,6 +27,7 @@ from calibview.gui.views.compare_view import CompareView
 from calibview.gui.views.compare_figure import CompareFigure
 from calibview.gui.views.conformal_view import ConformalView
 from calibview.gui.views.decisions_view import DecisionsView
+from calibview.gui.views.members_view import MembersView
 from calibview.gui.views.domain_canvases import DomainCanvases
 from calibview.gui.views.metrics_table import MetricsTable
 from calibview.gui.views.slices_view import SliceOverlay, SlicesView
@@ -78,6 +79,8 @@ class MainWindow(QtWidgets.QMainWindow):
         self.slices_view.overlay_changed.connect(self._update_slice_overlay)
         self.compare_view = CompareView(self.session)          # runs on the same samples, paired differences
         self.table.tabs.addTab(self.compare_view, "Compare")
+        self.members_view = MembersView(self.session)          # an ensemble's members and their spread
+        self.table.tabs.addTab(self.members_view, "Members")
         self.conformal_view = ConformalView(self.session)      # conformal sets with an alpha slider
         self.table.tabs.addTab(self.conformal_view, "Conformal")
         self.session.comparison_changed.connect(
@@ -384,6 +387,7 @@ class MainWindow(QtWidgets.QMainWindow):
     def closeEvent(self, event: QtGui.QCloseEvent) -> None:
         self.save_settings()
         self.conformal_view.stop()
+        self.members_view.stop()
         self.session.shutdown()
         super().closeEvent(event)
 

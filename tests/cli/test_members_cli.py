@@ -11,6 +11,7 @@ import sys
 
 import h5py
 import numpy as np
+import pytest
 
 import calibview as cv
 from calibview.core.io.writer import write_run
@@ -93,3 +94,45 @@ def test_bad_members_files_exit_2_with_one_sentence(tmp_path):
                            env=env)
         assert r.returncode == 2, r.stderr
         assert fragment in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_slices_by_epistemic_tercile_match_numpy_on_the_demo_ensemble(demo_file, capsys):
+    """``slices --by epistemic``: three slices of the ensemble's samples by the rank of their mutual information
+    (computed here in numpy from the two members' logits), each slice's accuracy and 15-bin ECE as numpy's."""
+    import json
+
+    from calibview.cli import main
+    from calibview.core.io.logits import read_split
+
+    a = read_split(demo_file, "resnet110-brier/cifar10", "test")
+    b = read_split(demo_file, "resnet110-flsd53/cifar10", "test")
+
+    def softmax(z):
+        z = np.asarray(z, np.float64)
+        e = np.exp(z - z.max(1, keepdims=True))
+        return e / e.sum(1, keepdims=True)
+
+    pa, pb = softmax(a.scores), softmax(b.scores)
+    p = (pa + pb) / 2
+    ent = lambda q: -(q * np.log(np.clip(q, 1e-300, None))).sum(1)     # noqa: E731
+    mi = ent(p) - (ent(pa) + ent(pb)) / 2
+    n = mi.shape[0]
+    tercile = np.empty(n, int)
+    tercile[np.argsort(mi, kind="stable")] = np.arange(n) * 3 // n
+    conf, pred, y = p.max(1), p.argmax(1), np.asarray(a.labels)
+    capsys.readouterr()
+    assert main(["slices", str(demo_file), "--run", "resnet110-ensemble/cifar10", "--by", "epistemic",
+                 "--calibrators", "none", "--n-boot", "0", "--json", "--quiet"]) == 0
+    rows = {r["slice"]: r for r in json.loads(capsys.readouterr().out) if r["slice"] is not None}
+    assert list(rows) == ["low MI", "mid MI", "high MI"]
+    for t, name in enumerate(rows):
+        m = tercile == t
+        assert rows[name]["n"] == m.sum()
+        assert rows[name]["accuracy"] == pytest.approx((pred[m] == y[m]).mean(), abs=1e-12)
+        edges = np.linspace(0, 1, 16)
+        idx = np.clip(np.searchsorted(edges, conf[m], side="left") - 1, 0, 14)
+        ece = sum(abs((pred[m] == y[m])[idx == j].mean() - conf[m][idx == j].mean()) * (idx == j).mean()
+                  for j in range(15) if (idx == j).any())
+        assert rows[name]["ece"] == pytest.approx(ece, abs=1e-9)
+    # the models disagree most where the ensemble is least accurate
+    assert rows["high MI"]["accuracy"] < rows["low MI"]["accuracy"]

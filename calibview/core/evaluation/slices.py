@@ -54,6 +54,9 @@ log = logging.getLogger("calibview")
 
 #: ``by`` value that slices by the true label
 BY_CLASS = "class"
+#: slice a members run by the tercile of each sample's mutual information between the members (epistemic)
+BY_EPISTEMIC = "epistemic"
+EPISTEMIC_SLICES = ("low MI", "mid MI", "high MI")
 #: with more slices than this, SmoothECE / CAL / sharpness-gap intervals per slice are skipped by default
 SMOOTH_SLICES = 16
 SMOOTH_METRICS = ("smece", "cal", "sharpness_gap")
@@ -150,11 +153,15 @@ def evaluate_slices(engine, req: EvalRequest, by: str, *, slice_bins: int = SLIC
     run = discovery.find_run((shards if shards.is_pattern(req.file) else discovery).list_runs(req.file), req.run)
     info = run.split(req.eval_split)
     names = codes = None
-    if by != BY_CLASS:
+    if by == BY_EPISTEMIC and info.members:
+        from calibview.core.evaluation.members.uncertainty import of_split, terciles
+        names, codes = EPISTEMIC_SLICES, terciles(of_split(req.file, run, req.eval_split, cancel)).astype(np.int64)
+    elif by != BY_CLASS:
         if by not in info.meta:
             have = ", ".join(info.meta) if info.meta else "none"
             raise CalibviewError(f"{req.file}: split {info.path} has no metadata column '{by}' (available: {have}; "
-                                 f"or 'class' for the true label).")
+                                 f"or 'class' for the true label" + (", 'epistemic' for the mutual-information "
+                                 "terciles" if info.members else "") + ").")
         names, codes = slice_codes(_read_column(req.file, run, req.eval_split, by), slice_bins=slice_bins)
     scored = engine.scored(req, progress=_span(progress, 0.0, 0.4), cancel=cancel)
     fitted = engine.fitted(req, cancel=cancel)

@@ -22,6 +22,7 @@ from calibview.plot.theme import THEMES, qcolor
 
 NONE_TEXT = "(none)"
 CLASS = "class"
+EPISTEMIC = "epistemic"
 #: at most this many slices are overlaid (the largest ones): beyond, the diagram is unreadable
 MAX_OVERLAY = 12
 COLUMNS = ("Calibrator", "Slice", "n", "Acc %", "ECE % [interval]", "ΔECE % [interval]", "Flag")
@@ -234,6 +235,8 @@ class SlicesView(QtWidgets.QWidget):
     def _on_session_selection_changed(self) -> None:
         run, split = self.session.run, self.session.eval_split
         columns = list(run.split(split).meta) if run is not None and split else []
+        if run is not None and split and run.split(split).members:
+            columns.insert(0, EPISTEMIC)        # members: the terciles of the mutual information between them
         self.combo.blockSignals(True)
         self.combo.clear()
         self.combo.addItems([NONE_TEXT, CLASS] + columns)
