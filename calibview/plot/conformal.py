@@ -4,12 +4,12 @@ from the command's flat records alone."""
 
 from __future__ import annotations
 
-from PySide6 import QtCore, QtGui, QtWidgets
+from PySide6 import QtCore
 
 import pyqtgraph as pg
 
 from calibview.plot.palette import PALETTE
-from calibview.plot.render_png import ensure_app, paint_view, write_png
+from calibview.plot.render_png import layout_png
 
 __all__ = ["conformal_png"]
 
@@ -24,33 +24,14 @@ def conformal_png(records, path, *, width: int = 1000, row_height: int = 260, sc
     Each (calibrator, score, alpha) gets a row: left, each class's coverage as a bar from the target 1 - alpha
     (above it blue, below it vermillion) with the target line; right, the fraction of evaluation samples per set
     size. Sizes in pixels before ``scale``."""
-    ensure_app()
     combos = list(dict.fromkeys((r["calibrator"], r["score"], r["alpha"]) for r in records))[:MAX_ROWS]
-    win = pg.GraphicsLayoutWidget()
-    win.setBackground("w")
-    try:
-        win.setAttribute(QtCore.Qt.WidgetAttribute.WA_DontShowOnScreen, True)
-        win.resize(int(width), int(row_height) * max(1, len(combos)))
+
+    def build(win) -> None:
         for i, (cal, score, alpha) in enumerate(combos):
             rows = [r for r in records if (r["calibrator"], r["score"], r["alpha"]) == (cal, score, alpha)]
             _row(win, i, cal, score, alpha, rows)
-        win.show()
-        QtWidgets.QApplication.processEvents()
-        w, h = win.width(), win.height()
-        img = QtGui.QImage(round(w * scale), round(h * scale), QtGui.QImage.Format.Format_ARGB32_Premultiplied)
-        img.fill(QtGui.QColor("#FFFFFF"))
-        img.setDevicePixelRatio(scale)
-        painter = QtGui.QPainter(img)
-        try:
-            paint_view(win, painter, w, h)
-        finally:
-            painter.end()
-        img.setDevicePixelRatio(1.0)
-        write_png(img, path, what="conformal figure")
-    finally:
-        win.hide()
-        win.deleteLater()
-        QtWidgets.QApplication.sendPostedEvents(None, QtCore.QEvent.Type.DeferredDelete)
+
+    layout_png(build, path, width, row_height * max(1, len(combos)), scale=scale, what="conformal figure")
 
 
 def _row(win, i: int, cal: str, score: str, alpha: float, rows: list) -> None:

@@ -16,7 +16,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 
 from calibview.core.io.safe_io import atomic_write
 
-__all__ = ["ensure_app", "paint_view", "widget_image", "write_png", "write_svg"]
+__all__ = ["ensure_app", "paint_view", "widget_image", "write_png", "write_svg", "layout_png"]
 
 _APP: list = []     # keeps the QApplication made by ensure_app (and its message handler) alive for later calls
 
@@ -46,6 +46,38 @@ def paint_view(view: QtWidgets.QGraphicsView, painter: QtGui.QPainter, w: float,
     painter.setRenderHint(QtGui.QPainter.RenderHint.TextAntialiasing, True)
     view.render(painter, QtCore.QRectF(0, 0, w, h), view.viewport().rect(),
                 QtCore.Qt.AspectRatioMode.IgnoreAspectRatio)
+
+
+def layout_png(build, path, width: int, height: int, *, scale: float = 2.0, what: str = "figure") -> None:
+    """A figure of pyqtgraph plots drawn offscreen and written to ``path`` as PNG: ``build(win)`` adds the plots to
+    a white ``pg.GraphicsLayoutWidget`` of ``width`` x ``height`` logical pixels, rendered at ``scale`` x (vectors
+    and text redrawn at that resolution). The widget is deleted afterwards, also when ``build`` raises."""
+    import pyqtgraph as pg
+
+    ensure_app()
+    win = pg.GraphicsLayoutWidget()
+    win.setBackground("w")
+    try:
+        win.setAttribute(QtCore.Qt.WidgetAttribute.WA_DontShowOnScreen, True)
+        win.resize(int(width), int(height))
+        build(win)
+        win.show()
+        QtWidgets.QApplication.processEvents()
+        w, h = win.width(), win.height()
+        img = QtGui.QImage(round(w * scale), round(h * scale), QtGui.QImage.Format.Format_ARGB32_Premultiplied)
+        img.fill(QtGui.QColor("#FFFFFF"))
+        img.setDevicePixelRatio(scale)
+        painter = QtGui.QPainter(img)
+        try:
+            paint_view(win, painter, w, h)
+        finally:
+            painter.end()
+        img.setDevicePixelRatio(1.0)
+        write_png(img, path, what=what)
+    finally:
+        win.hide()
+        win.deleteLater()
+        QtWidgets.QApplication.sendPostedEvents(None, QtCore.QEvent.Type.DeferredDelete)
 
 
 def _ensure_laid_out(widget: QtWidgets.QWidget) -> None:
