@@ -52,13 +52,21 @@ def discover(f: h5py.File, file: str) -> list[RunInfo]:
                     walk(child)
 
     walk(f)
+    if not found and _has_regression(f, file):
+        return []                # regression runs only: calibview.core.io.regression lists them
     if not found:
         raise CalibviewError(
             f"{file}: no runs found in / (no group holds a 'logits' or 'probs' dataset next to a 'labels' "
-            f"dataset); see docs/FORMAT.md for the layout."
+            f"dataset, nor 'mean' and 'targets' datasets); see docs/FORMAT.md for the layout."
         )
     root_attrs = _string_attrs(f)
     return [_run_info(f, file, path, splits, root_attrs) for path, splits in found.items()]
+
+
+def _has_regression(f: h5py.File, file: str) -> bool:
+    from calibview.core.io.regression.discovery import discover_regression
+
+    return bool(discover_regression(f, file))
 
 
 def _parent(path: str) -> str:
