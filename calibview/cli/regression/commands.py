@@ -85,9 +85,10 @@ def _chosen(args, file: str) -> list:
 def plan(args) -> list:
     """The RegRequests of the command line, one per regression run and eval split (checked, no data read); the
     classification calibrators asked for are noted as skipped."""
-    from calibview.cli.options import eval_file, request_defaults
+    from calibview.core.evaluation import defaults
+    from calibview.core.io.demo import demo_path
 
-    file = eval_file(args)
+    file = args.shards or args.file or str(demo_path())      # as calibview.cli.options.eval_file
     runs = _chosen(args, file)
     if not runs:
         return []
@@ -99,7 +100,7 @@ def plan(args) -> list:
     given = tuple(c.strip() for c in args.calibrators.split(",") if c.strip()) if explicit else REG_CALIBRATORS
     skipped = [c for c in given if c not in REG_CALIBRATORS]
     bins = str(args.bins).split(",")[0].strip()
-    bins = request_defaults()["bins"] if bins.lower() == "auto" else _whole(bins)
+    bins = defaults.BINS if bins.lower() == "auto" else _whole(bins)
     out = []
     for run in runs:
         names = tuple(c for c in given if c in REG_CALIBRATORS and (explicit or not applies(c, run.form)))
