@@ -44,5 +44,7 @@ def run(args) -> int:
             note = note.replace(f"binary={kind!r}", f"--binary-{kind}")
         logging.getLogger("calibview").warning(f"note: {note}")
     for info in runs:
-        print(f"{args.out}: {info.name} " + ", ".join(f"{s.name} (N={s.n}, K={s.k})" for s in info.splits))
+        form = f" regression: {info.describe()}," if hasattr(info, "describe") else ""
+        print(f"{args.out}: {info.name}{form} " + ", ".join(f"{s.name} (N={s.n}" + (f", K={s.k})" if not form else ")")
+                                                          for s in info.splits))
     return 0

@@ -24,16 +24,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args) -> int:
     """Evaluate and print the rows."""
+    from calibview.cli.regression import commands as regression
+
+    planned = regression.plan(args)          # regression runs: refused before any work too
     evaluations = evaluate_all(args)         # first: it refuses bad input before torch loads
-    from calibview.core.reports.tables import metrics_json
+    reg = regression.evaluate(planned)
+    from calibview.core.reports.tables import metrics_json, with_regression
 
     for ev in first_settings(evaluations):
         log_calibrator_warnings(ev)
-    rows = member_rows(evaluations, args.members)
+    rows = with_regression(member_rows(evaluations, args.members), reg)
     if args.json:
         sys.stdout.write(metrics_json(rows))
     else:
-        print_table(rows)
+        print_table([r for r in rows if r["k"] is not None])
+        if reg:
+            regression.print_table([r for r in rows if r["k"] is None])
     return 0
 
 
@@ -41,6 +47,8 @@ def print_table(rows) -> None:
     """One line per row: the run, (with several eval splits) the split, the calibrator, (in an ablation) the
     setting, then the TABLE_COLUMNS."""
     cols = TABLE_COLUMNS
+    if not rows:
+        return
     ablation = len({(r["bins"], r["bandwidth"], r["kernel"]) for r in rows}) > 1
     domains = len({r["eval_split"] for r in rows}) > 1
 

@@ -119,6 +119,9 @@ def add_eval_options(p: argparse.ArgumentParser) -> None:
     memory = size_text(d["max_memory"])
     p.add_argument("--max-memory", default=memory, metavar="SIZE",
                    help=f"a split larger than this in memory is streamed from disk in chunks (default {memory})")
+    from calibview.cli.regression.commands import add_regression_options
+
+    add_regression_options(p)           # --reg-bandwidth, --allow-crossing
     add_log_options(p)
     add_input_options(p)
 
@@ -277,12 +280,18 @@ def requests_from_args(args) -> list:
         raise CalibviewError("Give either FILE or --shards, not both.")
     file = eval_file(args)
     runs = (shards if shards.is_pattern(file) else discovery).list_runs(file)
-    chosen = [discovery.find_run(runs, name) for name in args.run] if args.run else runs
+    from calibview.cli.regression import commands as regression
+
+    run_names = regression.classification_run_names(args, file, runs)    # those naming regression runs left out
+    chosen = [discovery.find_run(runs, name) for name in run_names] if run_names is not None else runs
     explicit = args.calibrators is not None
     given = args.calibrators if explicit else ",".join(request_defaults()["calibrators"])
     names = tuple(c.strip() for c in given.split(",") if c.strip())
     if not names:
         raise CalibviewError("--calibrators is empty; give a comma-separated list such as none,ts.")
+    names = regression.classification_calibrators(names, bool(chosen))
+    if not names:                       # regression recalibrators only: the classification runs are not evaluated
+        return []
     from calibview.core.evaluation.defaults import KNOWN_CALIBRATORS
 
     for name in names:                  # the registry (and torch) is not loaded for a typo

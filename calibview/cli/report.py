@@ -67,12 +67,16 @@ def run(args) -> int:
     inputs = [eval_file(args)]
     settings = {k: v for k, v in vars(args).items() if k not in ("out", "log_level", "quiet", "force", "lock_timeout")}
     folder = ReportFolder(args.out, inputs=inputs, settings=settings, force=args.force)   # refused before any work
+    from calibview.cli.regression import commands as regression
+
+    planned = regression.plan(args)       # regression runs: refused before any work too
     engine = Engine()
     every = evaluate_all(args, engine)
     evaluations = ensemble_only(every)    # a run's member rows are in metrics.csv only
+    reg = regression.evaluate(planned)
     conformal = conformal_results(engine, first_settings(evaluations), args) if args.conformal else []
     with folder:                          # written into a staging folder, moved into --out when complete
-        _, messages = write_report(evaluations, folder.dir, rows=member_rows(every, args.members))
+        _, messages = write_report(evaluations, folder.dir, rows=member_rows(every, args.members), regression=reg)
         _, notes = write_selective(engine, evaluations, folder.dir, audit, args.target_precision, args.rank_by)
         write_uncertainty(evaluations, folder.dir)
         if len({ev.request.eval_split for ev in evaluations}) > 1:
@@ -91,6 +95,8 @@ def run(args) -> int:
     for ev in firsts:
         log_calibrator_warnings(ev)
         print(summary_line(ev))
+    for line in regression.summary_lines(reg):
+        print(line)
     for line in compare_summary(Path(args.out) / "compare.csv") if args.compare else []:
         print(line)
     print("wrote " + ", ".join(str(p) for p in folder.written))

@@ -25,4 +25,8 @@ def run(args) -> int:
         splits = ", ".join(f"{s.name} (N={s.n}, {s.kind}, {s.dtype}"
                            + (f"; meta: {' '.join(s.meta)}" if s.meta else "") + ")" for s in info.splits)
         print(f"{info.name}\tK={info.k}\t{splits}")
+    from calibview.cli.regression.commands import runs_lines
+
+    for line in runs_lines(file):
+        print(line)
     return 0

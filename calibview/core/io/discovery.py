@@ -65,16 +65,24 @@ def _discover(f: h5py.File, file: str) -> list[RunInfo]:
         if split is not None:
             split_groups.add(group.name)
             found.setdefault(_parent(group.name), []).append(split)
+    if not found and _has_regression(f, file):
+        return []                # regression runs only: calibview.core.io.regression lists them
     if not found:
         raise CalibviewError(
             f"{file}: no runs found in / (no group holds a 'logits' or 'probs' dataset next to a 'labels' "
-            f"dataset); see docs/FORMAT.md for the layout."
+            f"dataset, nor 'mean' and 'targets' datasets); see docs/FORMAT.md for the layout."
         )
     try:
         root_attrs = _string_attrs(f)
         return [_run_info(f, file, path, splits, root_attrs) for path, splits in found.items()]
     except walk.H5_ERRORS as e:
         raise walk.damaged(file, "the attributes of its runs", e) from None
+
+
+def _has_regression(f: h5py.File, file: str) -> bool:
+    from calibview.core.io.regression.discovery import discover_regression
+
+    return bool(discover_regression(f, file))
 
 
 def _parent(path: str) -> str:

@@ -67,6 +67,12 @@ def import_arrays(src: PathLike, out: PathLike, *, model: Optional[str] = None, 
     names: dict[str, tuple[str, str]] = {}
     named = True                      # the scores' kind comes from an array name (an unnamed .npy: a guess)
     if suffix == ".npz":
+        from calibview.core.io.regression import importer as regression
+
+        if regression.is_regression_npz(src_path):          # mean_<s>, targets_<s> and var/quantiles/samples
+            return regression.import_regression_npz(src_path, out_path, model=model or _default_model(src_path),
+                                                    dataset="data" if dataset is None else dataset, split=split,
+                                                    overwrite=overwrite)
         arrays = _load_npz(src_path)
     elif suffix == ".npy":
         arrays, names = _load_npy_pair(src_path)

@@ -83,8 +83,26 @@ def inert_text(text: str) -> str:
 
 
 def metrics_csv(rows: Sequence[dict]) -> str:
-    """metrics.csv of :func:`metrics_rows`: the columns of :func:`metric_columns`, floats round-trip."""
-    return table_csv(rows, metric_columns(), floats=_FLOAT_COLUMNS)
+    """metrics.csv of :func:`metrics_rows` (or :func:`with_regression`): the columns of :func:`metric_columns`,
+    with the regression-only metrics after the classification ones when there are regression rows; floats
+    round-trip."""
+    from calibview.core.regression.records import columns_with_regression, regression_only
+
+    columns = metric_columns()
+    if any("rmse" in row for row in rows):
+        columns = columns_with_regression(columns, METRIC_NAMES)
+    floats = _FLOAT_COLUMNS | {c for m in regression_only(METRIC_NAMES) for c in (m, f"{m}_lo", f"{m}_hi")}
+    return table_csv(rows, columns, floats=floats)
+
+
+def with_regression(rows: Sequence[dict], regression: Sequence = ()) -> list[dict]:
+    """The classification ``rows`` followed by the rows of the regression evaluations, every row with every
+    column of both kinds (None where its kind has none); ``rows`` unchanged without regression evaluations."""
+    if not regression:
+        return list(rows)
+    from calibview.core.regression.records import columns_with_regression, merged, regression_rows
+
+    return merged(rows, regression_rows(regression), columns_with_regression(metric_columns(), METRIC_NAMES))
 
 
 def metrics_json(rows: Sequence[dict]) -> str:
@@ -190,24 +208,31 @@ def ranking_csv(rows: Sequence[dict]) -> str:
     return table_csv(rows, RANKING_COLUMNS, floats=RANKED_BY + ("bandwidth",))
 
 
-def calibrators_json(evaluations: Iterable[Evaluation]) -> str:
+def calibrators_json(evaluations: Iterable[Evaluation], regression: Sequence = ()) -> str:
     """calibrators.json: one record per run and fitted calibrator (the run's identity, the fraction of arg-max
-    changes, and the fitted calibrator as :meth:`Fitted.to_json` writes it)."""
+    changes, and the fitted calibrator as :meth:`Fitted.to_json` writes it), then one per regression run and
+    recalibrator of the ``regression`` evaluations (``kind`` "regression")."""
     out = []
+    if regression:
+        from calibview.core.calibrators.file import SCHEMA
+        from calibview.core.regression.records import calibrator_records
+
+        regression = [{"schema": SCHEMA, **rec} for rec in calibrator_records(regression)]
     for ev in evaluations:
         for r in ev.results:
             out.append({**record_fields(ev.run), "model": ev.run.model, "dataset": ev.run.dataset,
                         "run": ev.run.name, "calibrator": r.name, "argmax_changed": r.argmax_changed,
                         **r.fitted.to_json()})
-    return json.dumps(out, indent=2) + "\n"
+    return json.dumps(out + list(regression), indent=2) + "\n"
 
 
 def write_report(evaluations: Sequence[Evaluation], out_dir: str | os.PathLike,
-                 rows: Optional[Sequence[dict]] = None) -> tuple[list[Path], list[str]]:
-    """metrics.csv, curves.csv, calibrators.json and ranking.csv in ``out_dir``; returns the paths written and the
-    ranking messages (the ranking of calibrators changing across the settings of an ablation). ``rows``: the rows
-    of metrics.csv when they are not ``metrics_rows(evaluations)`` (a run's member rows, which the other files
-    leave out)."""
+                 rows: Optional[Sequence[dict]] = None, regression: Sequence = ()) -> tuple[list[Path], list[str]]:
+    """metrics.csv, curves.csv, calibrators.json and ranking.csv in ``out_dir``, and with ``regression``
+    evaluations (calibview.core.regression.evaluate) their rows in metrics.csv and calibrators.json and
+    regression.csv; returns the paths written and the ranking messages (the ranking of calibrators changing
+    across the settings of an ablation). ``rows``: the rows of metrics.csv when they are not
+    ``metrics_rows(evaluations)`` (a run's member rows, which the other files leave out)."""
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise ParameterError(f"out_dir={out} exists and is not a directory; give a directory to write into.",
@@ -218,8 +243,15 @@ def write_report(evaluations: Sequence[Evaluation], out_dir: str | os.PathLike,
         firsts.setdefault((g[0].run.file, g[0].run.name, g[0].request.fit_split), g[0])
     ranking_rows, messages = rankings(evaluations)
     paths = [out / "metrics.csv", out / "curves.csv", out / "calibrators.json", out / "ranking.csv"]
-    atomic_write(paths[0], metrics_csv(metrics_rows(evaluations) if rows is None else rows))
+    atomic_write(paths[0], metrics_csv(with_regression(metrics_rows(evaluations) if rows is None else rows,
+                                                       regression)))
     atomic_write(paths[1], curves_csv(evaluations))
-    atomic_write(paths[2], calibrators_json(list(firsts.values())))
+    atomic_write(paths[2], calibrators_json(list(firsts.values()), regression))
     atomic_write(paths[3], ranking_csv(ranking_rows))
+    if regression:
+        from calibview.core.regression.records import REGRESSION_COLUMNS, coverage_rows
+
+        paths.append(out / "regression.csv")
+        atomic_write(paths[-1], table_csv(coverage_rows(regression), REGRESSION_COLUMNS,
+                                          floats=REGRESSION_COLUMNS[4:]))
     return paths, messages

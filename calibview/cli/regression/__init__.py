@@ -1,0 +1,2 @@
+"""The command line's regression runs: their options (``--reg-bandwidth``, ``--allow-crossing``), which runs and
+recalibrators a command evaluates, their evaluation for ``metrics`` and ``report``, and their lines in ``runs``."""
