@@ -88,6 +88,8 @@ def run(args) -> int:
             write_diagrams(firsts, folder.dir, figure, engine)
         if conformal:
             write_conformal(conformal, folder.dir, draw=not args.no_diagram)
+        if reg and not args.no_diagram:
+            write_regression_figures(reg, folder.dir)
     for note in notes:              # through the logger, so that --quiet leaves only errors on stderr
         logging.getLogger("calibview").warning(note)
     for message in messages + folder.notes:
@@ -143,6 +145,25 @@ def write_conformal(results, out: Path, draw: bool = True) -> list[Path]:
     keys = [[res.run.name] if len(results) > 1 else [] for res in results]
     for res, name in zip(results, unique_names(keys, "conformal", ".png")):
         conformal_png(list(res.records), out / name)
+        paths.append(out / name)
+    return paths
+
+
+def write_regression_figures(evaluations, out: Path) -> list[Path]:
+    """regression.png (one regression run) or regression_<model>_<dataset>.png per run: the regression diagram, the
+    interval-coverage curve, the PIT histogram and the quantile calibration curve (calibview.plot.regression);
+    without Qt, a warning and nothing."""
+    try:
+        from calibview.plot.regression import regression_png
+    except ImportError as e:
+        logging.getLogger("calibview").warning(f"warning: no regression.png ({e}); install PySide6 and pyqtgraph.")
+        return []
+    from calibview.core.reports.names import unique_names
+
+    keys = [[ev.run.name] if len(evaluations) > 1 else [] for ev in evaluations]
+    paths = []
+    for ev, name in zip(evaluations, unique_names(keys, "regression", ".png")):
+        regression_png(ev, out / name)
         paths.append(out / name)
     return paths
 

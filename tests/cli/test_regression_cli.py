@@ -88,3 +88,24 @@ def test_import_npz_regression_keys(tmp_path, capsys):
     np.savez(src, mean=np.zeros(5), targets=np.zeros(5), var=-np.ones(5))
     assert main(["import", str(src), "-o", str(tmp_path / "bad.h5")]) == 2
     assert "zero or negative" in capsys.readouterr().err and not (tmp_path / "bad.h5").exists()
+
+
+def test_report_draws_regression_png_per_run(tmp_path):
+    """One figure per regression run (four panels a recalibrator), none without Qt's figures (--no-diagram)."""
+    import pytest
+
+    pytest.importorskip("pyqtgraph")
+    from PySide6 import QtGui
+
+    path = tmp_path / "reg.h5"
+    write_runs(path)
+    assert main(["report", str(path), "--out", str(tmp_path / "r"), "--n-boot", "20", "--quiet"]) == 0
+    for run in ("gp_toy", "qr_toy"):
+        png = tmp_path / "r" / f"regression_{run}.png"
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        img = QtGui.QImage(str(png))
+        rows = 3 if run == "gp_toy" else 2            # none, var-scaling, isotonic-pit; quantiles: no var-scaling
+        assert img.width() == 3000 and img.height() == 600 * rows
+    assert main(["report", str(path), "--out", str(tmp_path / "q"), "--n-boot", "0", "--no-diagram",
+                 "--quiet"]) == 0
+    assert not list((tmp_path / "q").glob("regression*.png"))
