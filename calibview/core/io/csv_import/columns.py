@@ -82,7 +82,7 @@ def guess(file: str, raw: Sequence[str], *, label_col: Optional[str] = None, pre
         if prefix == "p":
             want = [str(i) for i in range(len(names))]
             if sorted(names, key=lambda s: (len(s), s)) != want:
-                raise CalibviewError(f"{file}: the p_<i> columns must be p_0 .. p_{len(names) - 1}, one per class, "
+                raise CalibviewError(f"{file}: the p_<i> columns must be p_0 to p_{len(names) - 1}, one per class, "
                                      f"but they are {', '.join('p_' + n for n in names)}.")
             order = sorted(classes, key=lambda c: int(c[2]))
             return Layout("classes", label, split, classes=tuple(i for i, _, _ in order), kind="probs")

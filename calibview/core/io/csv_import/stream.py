@@ -27,8 +27,8 @@ from calibview.core.io.toplabel.write import run_group, run_path, set_run_attrs
 
 #: rows parsed, checked and appended at a time
 CHUNK_ROWS = 16_384
-#: rows per HDF5 chunk of the datasets written
-H5_CHUNK = 65_536
+#: rows per HDF5 chunk of the datasets written (the rows of one read chunk)
+H5_CHUNK = CHUNK_ROWS
 
 
 def _numbers(file: str, cells: list[str], first_line: int, what: str, dtype) -> np.ndarray:
@@ -76,7 +76,10 @@ class _Split:
         self.n, self.name, self.layout = 0, name, layout
         self.path = join(group.name, name)
         self.group = group.create_group(name, track_order=True)
-        options = {"chunks": (H5_CHUNK,), "maxshape": (None,), "compression": "gzip", "shuffle": True}
+        # Uncompressed, whole chunks per append and no chunk cache (the file is opened with rdcc_nbytes=0): with
+        # HDF5's chunk cache, or deflate (whose freed buffers HDF5 keeps on a free list per size until the file
+        # closes), the memory of an import grew with its rows, 30 MB a million.
+        options = {"chunks": (H5_CHUNK,), "maxshape": (None,)}
         self.ds = {"labels": self.group.create_dataset("labels", (0,), np.int64, track_times=False, **options)}
         if layout.form == tf.KIND:
             self.ds[tf.PREDICTIONS] = self.group.create_dataset(tf.PREDICTIONS, (0,), np.int64, track_times=False,
@@ -87,8 +90,7 @@ class _Split:
             dtype = np.float32 if layout.kind == "probs" else np.float64
             rows = max(1, min(H5_CHUNK, (1 << 20) // (k * np.dtype(dtype).itemsize)))
             self.ds[layout.kind] = self.group.create_dataset(
-                layout.kind, (0, k), dtype, chunks=(rows, k), maxshape=(None, k), compression="gzip", shuffle=True,
-                track_times=False)
+                layout.kind, (0, k), dtype, chunks=(rows, k), maxshape=(None, k), track_times=False)
 
     def append(self, arrays: dict) -> None:
         m = len(arrays["labels"])
@@ -203,7 +205,8 @@ def import_csv(src, out, *, model: Optional[str] = None, dataset: Optional[str] 
         if layout.form == "classes" and num_classes and int(num_classes) != k:
             raise CalibviewError(f"{src_path}: --num-classes {num_classes} but the table has {k} class columns.")
         try:
-            with safe_io.atomic_hdf5(file) as tmp, h5py.File(tmp, "r+" if exists else "w", track_order=True) as f:
+            with safe_io.atomic_hdf5(file) as tmp, h5py.File(tmp, "r+" if exists else "w", track_order=True,
+                                                             rdcc_nbytes=0) as f:     # see _Split
                 group = run_group(f, file, rpath)
                 imp = _Importer(str(src_path), layout, group, k, split, overwrite)
                 line, rows = 2, []
