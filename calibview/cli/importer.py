@@ -1,5 +1,5 @@
-"""``calibview import SRC -o OUT``: .npz, .npy pairs or .pt logits converted into a calibview HDF5 file (the module
-is not called ``import``: that is a Python keyword)."""
+"""``calibview import SRC -o OUT``: .npz, .npy pairs or .pt logits, or a CSV table (top-label columns or one column
+per class), converted into a calibview HDF5 file (the module is not called ``import``: that is a Python keyword)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ import argparse
 from calibview.cli.options import add_input_options, add_lock_options
 from calibview.startup import add_log_options
 
-HELP = "convert .npz, .npy pairs or .pt logits into a calibview HDF5 file"
+HELP = "convert .npz, .npy pairs, .pt logits or a .csv table into a calibview HDF5 file"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The source, the output and the names of what is written."""
-    p.add_argument("src", help="source file (.npz, .npy, .pt, .pth)")
+    p.add_argument("src", help="source file (.npz, .npy, .pt, .pth, .csv)")
     p.add_argument("-o", "--out", required=True, help="HDF5 file to write (appended to if it exists)")
     p.add_argument("--model", default=None)
     p.add_argument("--dataset", default=None)
@@ -25,6 +25,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                              "array's name; unnamed: logits unless every value lies in [0, 1])")
     binary.add_argument("--binary-probs", dest="binary", action="store_const", const="probs",
                         help="(N,) or (N, 1) scores are probabilities p of class 1, stored as [1 - p, p]")
+    table = p.add_argument_group("CSV tables (docs/FORMAT.md, \"CSV tables\")")
+    table.add_argument("--label-col", default=None, metavar="NAME",
+                       help="the column of the true class (default: label, true_label, y or target)")
+    table.add_argument("--pred-col", default=None, metavar="NAME",
+                       help="the column of the predicted class (default: prediction, pred_label, pred or y_pred)")
+    table.add_argument("--conf-col", default=None, metavar="NAME",
+                       help="the column of the predicted class's probability (default: confidence, conf, score "
+                            "or prob)")
+    table.add_argument("--num-classes", type=int, default=None, metavar="K",
+                       help="the number of classes of a top-label table (default: unknown)")
     add_log_options(p)
     add_input_options(p)
     add_lock_options(p)
@@ -36,6 +46,8 @@ def run(args) -> int:
 
     from calibview.core.io.importers import import_arrays
 
+    if args.src.lower().endswith(".csv"):
+        return _run_csv(args)
     notes: list[str] = []
     runs = import_arrays(args.src, args.out, model=args.model, dataset=args.dataset, split=args.split,
                          overwrite=args.overwrite, binary=args.binary, notes=notes)
@@ -47,4 +59,22 @@ def run(args) -> int:
         form = f" regression: {info.describe()}," if hasattr(info, "describe") else ""
         print(f"{args.out}: {info.name}{form} " + ", ".join(f"{s.name} (N={s.n}" + (f", K={s.k})" if not form else ")")
                                                           for s in info.splits))
+    return 0
+
+
+def _run_csv(args) -> int:
+    """A CSV table, streamed in chunks (a progress bar on a terminal)."""
+    from calibview.cli.options import ProgressBar
+    from calibview.core.io.csv_import.stream import import_csv
+
+    bar = ProgressBar(enabled=False if getattr(args, "quiet", False) else None)
+    try:
+        runs = import_csv(args.src, args.out, model=args.model, dataset=args.dataset, split=args.split,
+                          label_col=args.label_col, pred_col=args.pred_col, conf_col=args.conf_col,
+                          num_classes=args.num_classes, overwrite=args.overwrite, progress=bar)
+    finally:
+        bar.done()
+    for info in runs:
+        print(f"{args.out}: {info.name} " + ", ".join(f"{s.name} (N={s.n}, {s.kind}, K={s.k or '?'})"
+                                                     for s in info.splits))
     return 0

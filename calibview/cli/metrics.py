@@ -65,4 +65,4 @@ def print_table(rows) -> None:
         split = f"{row['eval_split'][:10]:10s} " if domains else ""
         member = f"{str(row.get('member') or ''):13s} " if members else ""
         print(f"{name[:32]:32s} {split}{member}{row['calibrator'][:10]:10s} " + setting(row) +
-              " ".join(f"{row[c]:13.6g}" for c in cols))
+              " ".join(f"{'n/a':>13s}" if row[c] is None else f"{row[c]:13.6g}" for c in cols))

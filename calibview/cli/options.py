@@ -275,6 +275,7 @@ def requests_from_args(args) -> list:
     from calibview.core.evaluation.request import EvalRequest, default_splits
     from calibview.core.io import discovery, shards
     from calibview.core.io.memory import parse_size
+    from calibview.core.evaluation.toplabel.absent import is_toplabel, skipped_note, usable_calibrators
 
     if args.shards and args.file:
         raise CalibviewError("Give either FILE or --shards, not both.")
@@ -312,8 +313,11 @@ def requests_from_args(args) -> list:
             run.split(name)                      # a split the run lacks is refused before any work
         fit_split = args.fit_split or default_fit(run, evals)
         eval_split = evals[0]
-        run_names = names
-        binary = [c for c in names if calib.get(c).binary_only]
+        run_names, skipped = usable_calibrators(run, names)     # a top-label run takes no logit calibrators
+        if skipped:
+            logging.getLogger("calibview").warning(skipped_note(run, skipped))
+            run_names = run_names or ("none",)
+        binary = [c for c in run_names if calib.get(c).binary_only and not is_toplabel(run)]
         if binary and run.k != 2:
             run_names = tuple(c for c in names if c not in binary)
             logging.getLogger("calibview").warning(f"run {run.name} has K = {run.k} classes: skipping "

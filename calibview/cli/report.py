@@ -225,13 +225,17 @@ def write_diagrams(evaluations, out: Path, figure=None, engine=None) -> list[Pat
 
 def summary_line(ev) -> str:
     """One line per run: error rate, ECE and NLL of every calibrator (and how often it moved the arg-max)."""
+    from calibview.core.evaluation.toplabel.absent import absent_metrics
+
     parts = []
+    absent = absent_metrics(ev.run)             # a top-label run has no NLL
     for r in ev.results:
         m = r.metrics
         moved = f" (arg-max moved on {100 * r.argmax_changed:.1f}%)" if r.argmax_changed else ""
+        nll = "n/a" if "nll" in absent else f"{m['nll'].value:.4g}"
         parts.append(f"{r.name}: err {100 * (1 - m['accuracy'].value):.2f}% ECE {100 * m['ece'].value:.2f}% "
-                     f"NLL {m['nll'].value:.4g}{moved}")
-    return f"{ev.run.name} [{ev.request.eval_split}, N={ev.n_eval}, K={ev.k}] " + "; ".join(parts)
+                     f"NLL {nll}{moved}")
+    return f"{ev.run.name} [{ev.request.eval_split}, N={ev.n_eval}, K={ev.k or '?'}] " + "; ".join(parts)
 
 
 # --- report --compare A,B,... [--reference A]: compare.csv, the paired differences of every run to a reference run

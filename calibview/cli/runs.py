@@ -16,7 +16,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
-    """One line per run: its name, K and each split's size, kind, dtype and metadata columns."""
+    """One line per run: its name, K ("?" where a top-label run does not say) and each split's size, kind, dtype and metadata columns."""
     from calibview.core.io import discovery
     from calibview.core.io.demo import demo_path
 
@@ -24,7 +24,7 @@ def run(args) -> int:
     for info in discovery.list_runs(file):
         splits = ", ".join(f"{s.name} (N={s.n}, {s.kind}, {s.dtype}"
                            + (f"; meta: {' '.join(s.meta)}" if s.meta else "") + ")" for s in info.splits)
-        print(f"{info.name}\tK={info.k}\t{splits}")
+        print(f"{info.name}\tK={info.k or '?'}\t{splits}")      # top-label runs may not know K
     from calibview.cli.regression.commands import runs_lines
 
     for line in runs_lines(file):

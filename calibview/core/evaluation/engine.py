@@ -39,6 +39,17 @@ from calibview.core.evaluation.cache import DEFAULT_BUDGET, LRUCache
 from calibview.core.evaluation.job import Job
 from calibview.core.evaluation.request import EvalRequest, Setting, check_request, settings_of
 from calibview.core.evaluation.results import Counters, Evaluation, Scored
+from calibview.core.io.toplabel.format import is_toplabel
+
+
+def stages_of(job: Job):
+    """The stages that evaluate ``job``'s run: :mod:`calibview.core.evaluation.toplabel.stages` for a top-label
+    run (confidence, predictions, labels), else :mod:`calibview.core.evaluation.stages`."""
+    if is_toplabel(job.run_info):
+        from calibview.core.evaluation.toplabel import stages as toplabel_stages
+
+        return toplabel_stages
+    return stages
 
 log = logging.getLogger("calibview")
 
@@ -72,7 +83,7 @@ class Engine:
         for s in settings:                       # the whole request is validated before any work
             check_request(replace(req, bins=s.bins, bandwidth=s.bandwidth, kernel=s.kernel))
         job = Job(self.cache, req, settings, progress, cancel, on_partial, t0, given)
-        evaluations = stages.run(job)
+        evaluations = stages_of(job).run(job)
         log.info(job.log_line(evaluations[0]))
         return evaluations
 
@@ -83,8 +94,8 @@ class Engine:
         evaluation split. What slices, selective prediction and thresholds are computed from."""
         check_request(req)
         job = Job(self.cache, req, settings_of(req), progress, cancel, None, time.perf_counter(), given)
-        stages.fit_stage(job)
-        stages.score_stage(job)
+        stages_of(job).fit_stage(job)
+        stages_of(job).score_stage(job)
         return dict(job.scored)
 
     def fitted(self, req: EvalRequest, *, progress=None, cancel: Optional[threading.Event] = None,
@@ -92,7 +103,7 @@ class Engine:
         """The fit stage alone: calibrator name -> fitted calibrator (cached)."""
         check_request(req)
         job = Job(self.cache, req, settings_of(req), progress, cancel, None, time.perf_counter(), given)
-        stages.fit_stage(job)
+        stages_of(job).fit_stage(job)
         return dict(job.fitted)
 
     def distributions(self, req: EvalRequest, *, progress=None, cancel: Optional[threading.Event] = None,
@@ -102,11 +113,11 @@ class Engine:
         Cached like everything else: after :meth:`evaluate` of the same request this computes nothing."""
         check_request(req)
         job = Job(self.cache, req, settings_of(req), progress, cancel, None, time.perf_counter(), given)
-        stages.fit_stage(job)
-        stages.score_stage(job)
+        stages_of(job).fit_stage(job)
+        stages_of(job).score_stage(job)
         if not req.n_boot:
             return {nm: {} for nm in job.names}
-        stages.resample_stage(job)
+        stages_of(job).resample_stage(job)
         s = job.settings[0]
         return {nm: job.distributions(nm, job.bins_of[s], s) for nm in job.names}
 

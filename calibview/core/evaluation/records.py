@@ -10,6 +10,7 @@ from typing import Iterable
 
 from calibview.core.stats.metrics import METRIC_NAMES
 from calibview.core.evaluation.results import Evaluation
+from calibview.core.evaluation.toplabel.absent import absent_metrics
 
 ID_COLUMNS = ("model", "dataset", "split", "calibrator")
 #: the settings that produced every row (metrics.csv columns and JSON keys, in this order, after the metrics)
@@ -75,10 +76,12 @@ def metrics_rows(evaluations: Iterable[Evaluation]) -> list[dict]:
                     continue
                 row = {"model": ev.run.model, "dataset": ev.run.dataset, "split": ev.request.eval_split,
                        "calibrator": r.name, "member": member_of(ev)}
+                absent = absent_metrics(ev.run)       # a top-label run has no NLL: None, not NaN
                 for m in METRIC_NAMES:
                     est = r.metrics[m]
-                    row[m], row[f"{m}_lo"], row[f"{m}_hi"] = est.value, est.lo, est.hi
+                    row[m], row[f"{m}_lo"], row[f"{m}_hi"] = ((None, None, None) if m in absent else
+                                                              (est.value, est.lo, est.hi))
                 row.update(setting_fields(ev, r.name))
-                row["interval_method"] = interval_methods(r.metrics)
+                row["interval_method"] = interval_methods({m: e for m, e in r.metrics.items() if m not in absent})
                 rows.append(row)
     return rows

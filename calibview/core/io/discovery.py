@@ -20,6 +20,7 @@ from calibview.core.io.checks import check_shapes, check_stored
 from calibview.core.io.limits import walk
 from calibview.core.io.members import format as mf
 from calibview.core.io.schema import SCORE_KINDS, PathLike, RunInfo, SplitInfo, abspath, join, open_file
+from calibview.core.io.toplabel import format as toplabel_format
 
 _MAX_ATTR_CHARS = 10_000
 #: attributes read per group (the rest are ignored; a run's attribution and source need a handful)
@@ -69,8 +70,9 @@ def _discover(f: h5py.File, file: str) -> list[RunInfo]:
         return []                # regression runs only: calibview.core.io.regression lists them
     if not found:
         raise CalibviewError(
-            f"{file}: no runs found in / (no group holds a 'logits' or 'probs' dataset next to a 'labels' "
-            f"dataset, nor 'mean' and 'targets' datasets); see docs/FORMAT.md for the layout."
+            f"{file}: no runs found in / (no group holds a 'logits' or 'probs' dataset, or 'confidence' and "
+            f"'predictions' datasets, next to a 'labels' dataset, nor 'mean' and 'targets' datasets); see "
+            f"docs/FORMAT.md for the layout."
         )
     try:
         root_attrs = _string_attrs(f)
@@ -95,8 +97,9 @@ def _split_info(group: h5py.Group, file: str) -> Optional[SplitInfo]:
     found = {k: guard.child(group, k, file) for k in SCORE_KINDS + (mf.MEMBERS,)}  # never follows a foreign link
     kind = next((k for k in SCORE_KINDS if isinstance(found.get(k), h5py.Dataset)), None)
     members = found[mf.MEMBERS] if isinstance(found.get(mf.MEMBERS), h5py.Dataset) else None
-    if kind is None and members is None:
-        return None
+    if kind is None and members is None:     # the top-label form (confidence, predictions, labels), or no split
+        name = "all" if group.name == "/" else group.name.rsplit("/", 1)[1]
+        return toplabel_format.split_info(group, file, name, _meta_names(group))
     scores = found[kind] if kind else members
     spath = join(group.name, kind or mf.MEMBERS)
     lpath = join(group.name, "labels")

@@ -1,0 +1,6 @@
+"""Evaluating top-label runs (confidence, predictions, labels; :mod:`calibview.core.io.toplabel`).
+
+Here: :mod:`~calibview.core.evaluation.toplabel.absent` (the metrics such a run cannot have and the calibrators
+it cannot take; no torch) and :mod:`~calibview.core.evaluation.toplabel.stages` (its fit and score stages: the
+per-sample vectors the engine's later stages read, from the three stored vectors instead of an (N, K) matrix).
+"""
