@@ -17,6 +17,8 @@ from calibview.core.evaluation.compare import CompareRequest, candidates, check_
 from calibview.core.evaluation.request import EvalRequest, default_splits
 from calibview.core.io.discovery import find_run
 from calibview.core.io.schema import RunInfo
+from calibview.core.evaluation.toplabel.absent import usable_calibrators
+from calibview.core.io.toplabel.format import is_toplabel
 
 #: EvalRequest's default of each field that has one: the window starts from the same settings as the library
 REQUEST_DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(EvalRequest) if f.default is not MISSING}
@@ -99,12 +101,16 @@ class Document:
 
     def request(self, settings: Settings) -> Optional[EvalRequest]:
         """The request of the selected run on its evaluation split (None when nothing is selected): without a
-        fit split only "none", and never a binary-only calibrator on a run with K != 2."""
+        fit split only "none", never a binary-only calibrator on a run with K != 2, and on a top-label run only the
+        calibrators of its confidence (histogram binning, isotonic, Platt, beta)."""
         if self.run is None or self.eval_split is None:
             return None
         names = settings.calibrators if self.fit_split else ("none",)
         k = self.run.k
-        names = tuple(n for n in names if not (calib.get(n).binary_only and k != 2))
+        if is_toplabel(self.run):
+            names = usable_calibrators(self.run, names)[0] or ("none",)
+        else:
+            names = tuple(n for n in names if not (calib.get(n).binary_only and k != 2))
         return EvalRequest(file=self.run.file, run=self.run.name, eval_split=self.eval_split,
                            fit_split=self.fit_split, calibrators=names, bins=settings.bins, n_boot=settings.n_boot,
                            bandwidth=settings.bandwidth, kernel=settings.kernel, device=settings.device,

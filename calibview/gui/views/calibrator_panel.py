@@ -6,6 +6,8 @@ from PySide6 import QtCore, QtGui, QtWidgets
 
 from calibview.core import calibrators as calib
 from calibview.core.errors import CalibviewError
+from calibview.core.evaluation.toplabel.absent import DISABLED_REASON, USABLE_CALIBRATORS
+from calibview.core.io.toplabel.format import is_toplabel
 from calibview.gui.session import Session
 from calibview.plot.theme import calibrator_color
 
@@ -141,11 +143,16 @@ class CalibratorPanel(QtWidgets.QWidget):
         self.fit_button.setEnabled(can_fit)
         self.fit_button.setToolTip("Fit the ticked calibrators and evaluate them (Ctrl+R)" if can_fit else
                                    "Nothing to fit on: pick a fit split (this run may have a single split)")
+        top = run is not None and is_toplabel(run)
         for name, box in self.boxes.items():
             m = calib.get(name)
-            ok = run is not None and (not m.binary_only or run.k == 2) and self.session.fit_split is not None
-            box.setEnabled(ok)
-            if run is not None and m.binary_only and run.k != 2:
+            usable = name in USABLE_CALIBRATORS if top else (not m.binary_only or run is None or run.k == 2)
+            box.setEnabled(run is not None and usable and self.session.fit_split is not None)
+            if top and not usable:
+                box.setToolTip(f"{m.label} cannot run on a top-label run: {DISABLED_REASON}.")
+            elif top and m.binary_only:
+                box.setToolTip(f"{m.label} on the confidence, as the binary problem 'is the prediction correct'.")
+            elif run is not None and m.binary_only and run.k != 2:
                 box.setToolTip(f"{m.label} is for binary problems; this run has K = {run.k}.")
 
     def _on_session_evaluation_changed(self, evaluation) -> None:

@@ -14,6 +14,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from PySide6.QtCore import Qt
 
 from calibview.core.evaluation.results import CalibratorResult, Evaluation
+from calibview.core.evaluation.toplabel.absent import ABSENT_TEXT, absent_metrics
 from calibview.core.reports import units
 from calibview.core.stats.metrics import METRIC_HELP, METRIC_NAMES
 from calibview.core.io.safe_io import atomic_write
@@ -49,6 +50,7 @@ class MetricsTableModel(QtCore.QAbstractTableModel):
         self._offset = 1                                 # the first metric's column
         self._hidden: frozenset[str] = frozenset()
         self._best: dict[str, frozenset[int]] = {}
+        self._absent: frozenset[str] = frozenset()        # metrics the shown runs cannot have
 
     # -- content ------------------------------------------------------------------------------------------------
     def set_evaluation(self, evaluation: Optional[Evaluation]) -> None:
@@ -63,6 +65,8 @@ class MetricsTableModel(QtCore.QAbstractTableModel):
         self._offset = 2 if len(self._evs) > 1 else 1
         self._rows = [(ev, r) for r0 in (self._ev.results if self._ev else ()) for ev in self._evs
                       for r in ev.results if r.name == r0.name]
+        # a top-label run has no full probability vector: its NLL, Brier, ... read "n/a", never 0 or nan
+        self._absent = frozenset().union(*(absent_metrics(ev.run) for ev in self._evs))
         self._update_best()
         self.endResetModel()
 
@@ -116,8 +120,10 @@ class MetricsTableModel(QtCore.QAbstractTableModel):
         for ev in self._evs:                 # best within each split: domains are not competitors
             rows = [i for i in range(self.rowCount()) if not self.is_hidden(i) and self._rows[i][0] is ev]
             for m in METRIC_NAMES:
+                if m in self._absent:
+                    continue
                 vals = {i: self._rows[i][1].metrics[m].value for i in rows}
-                finite = [v for v in vals.values() if math.isfinite(v)]
+                finite = [v for v in vals.values() if v is not None and math.isfinite(v)]
                 if len(rows) < 2 or not finite or (len(finite) == len(rows) and min(finite) == max(finite)):
                     continue
                 best = max(finite) if m in HIGHER_IS_BETTER else min(finite)
@@ -169,6 +175,11 @@ class MetricsTableModel(QtCore.QAbstractTableModel):
         m = self.metric_of(index.column())
         if m is None:
             return self._calibrator_data(r, index.row(), role)
+        if m in self._absent:
+            return {_DISPLAY: ABSENT_TEXT, VALUE_TEXT_ROLE: ABSENT_TEXT, INTERVAL_TEXT_ROLE: "",
+                    _USER: math.nan, SORT_ROLE: math.nan, Qt.ItemDataRole.TextAlignmentRole: _RIGHT,
+                    _TOOLTIP: "needs the probability of every class; a top-label run stores only the confidence "
+                              "of its prediction"}.get(role)
         est = r.metrics[m]
         if role in (_DISPLAY, VALUE_TEXT_ROLE, INTERVAL_TEXT_ROLE):
             value = units.fmt(m, est.value)
