@@ -49,7 +49,7 @@ def test_installed_into_a_fresh_venv_it_opens_the_demo(wheel, tmp_path):
     r = subprocess.run([str(py), "-c", code, site], capture_output=True, text=True, cwd=tmp_path,
                        env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert r.returncode == 0, r.stderr
-    assert r.stdout.split()[-1] == "3"
+    assert r.stdout.split()[-1] == "4"          # three runs and the ensemble of two of them
     out = tmp_path / "report"
     r = subprocess.run([str(venv / "bin" / "calibview"), "metrics", "--run", "resnet110-brier/cifar10",
                         "--calibrators", "none", "--n-boot", "0"], capture_output=True, text=True, cwd=tmp_path,

@@ -12,6 +12,7 @@ import h5py
 
 from calibview.core.errors import CalibviewError
 from calibview.core.io import guard
+from calibview.core.io.limits import walk
 from calibview.core.io.regression.checks import check_layout
 from calibview.core.io.regression.schema import BASE, FORMS, RegRunInfo, RegSplitInfo
 from calibview.core.io.schema import SCORE_KINDS, PathLike, abspath, open_file
@@ -28,22 +29,17 @@ def list_regression_runs(path: PathLike) -> list[RegRunInfo]:
 def discover_regression(f: h5py.File, file: str) -> list[RegRunInfo]:
     """The regression runs of the open file ``f`` (whose path is ``file``); see :func:`list_regression_runs`."""
     found: dict[str, list[RegSplitInfo]] = {}
-    seen: set = set()
+    splits: set = set()                     # split groups: never walked into
 
-    def walk(group: h5py.Group) -> None:
-        if group.id in seen:
-            return
-        seen.add(group.id)
-        split = _split_info(group, file)
+    # iteratively, with the depth limit and one sentence for a damaged group, as the classification runs are found
+    for group in walk.groups(f, file, lambda g, name: g.name in splits):
+        try:
+            split = _split_info(group, file)
+        except walk.H5_ERRORS as e:
+            raise walk.damaged(file, group.name, e) from None
         if split is not None:
-            parent = group.name.rsplit("/", 1)[0] or "/"
-            found.setdefault(parent, []).append(split)
-            return
-        for name in group:
-            if isinstance(group.get(name, getlink=True), h5py.HardLink) and isinstance(group.get(name), h5py.Group):
-                walk(group.get(name))
-
-    walk(f)
+            splits.add(group.name)
+            found.setdefault(group.name.rsplit("/", 1)[0] or "/", []).append(split)
     return [_run_info(f, file, p, s) for p, s in found.items()]
 
 
