@@ -127,3 +127,39 @@ class EvaluationWorker(QtCore.QObject):
                 req, progress=part, cancel=cancel,
                 on_partial=lambda ev: self.partial.emit(generation, tuple(done) + (ev,))))
         return tuple(done)
+
+
+class TaskThread(QtCore.QThread):
+    """A view's own computation off the GUI thread (the Conformal and Members tabs): ``fn(cancel, progress)`` runs
+    on the thread; ``done`` carries its result, ``failed`` one sentence (``what`` names the work, "the conformal
+    sets"; ``hint`` ends the out-of-memory sentence), ``progressed`` (fraction, message) its progress. ``stop``
+    cancels and waits, so a closing view never leaves the thread running."""
+
+    done = QtCore.Signal(object)
+    failed = QtCore.Signal(str)
+    progressed = QtCore.Signal(float, str)
+
+    def __init__(self, fn, what: str, hint: str = "", parent=None) -> None:
+        super().__init__(parent)
+        self.fn, self.what, self.hint = fn, what, hint
+        self.cancel = threading.Event()
+
+    def run(self) -> None:  # noqa: N802 (QThread override)
+        """Call ``fn`` and emit ``done`` or ``failed`` (never raises: a dead thread would say nothing)."""
+        from calibview.core.io.schema import oneline
+
+        try:
+            out = self.fn(self.cancel, lambda f, m: self.progressed.emit(f, m))
+        except CalibviewError as e:
+            self.failed.emit(str(e))
+        except MemoryError:
+            self.failed.emit(f"Not enough memory for {self.what} of this run{self.hint}.")
+        except Exception as e:          # never a dead thread without a word
+            self.failed.emit(f"{self.what[0].upper()}{self.what[1:]} could not be computed ({oneline(e)}).")
+        else:
+            self.done.emit(out)
+
+    def stop(self) -> None:
+        """Cancel and wait for the thread to end."""
+        self.cancel.set()
+        self.wait()

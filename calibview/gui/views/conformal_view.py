@@ -12,7 +12,6 @@ quantile is taken on; the caption says so, as ``calibview conformal`` warns.
 
 from __future__ import annotations
 
-import threading
 import time
 from typing import Optional
 
@@ -20,44 +19,14 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from calibview.core.errors import CalibviewError
-from calibview.core.io.schema import oneline
 from calibview.gui.session import Session
+from calibview.gui.worker import TaskThread
 from calibview.plot.palette import PALETTE
 
 SCORES = (("lac", "LAC (1 − p of the label)"), ("aps", "APS (adaptive sets)"), ("raps", "RAPS (regularised APS)"))
 ABOVE, BELOW, HIST = PALETTE[0], PALETTE[1], PALETTE[2]
 #: slider steps: alpha from 0.005 to 0.5 in steps of 0.005
 STEP, STEPS = 0.005, 100
-
-
-class _Build(QtCore.QThread):
-    """One call of ``sweeps`` off the GUI thread; ``done`` (the sweeps) or ``failed`` (one sentence)."""
-
-    done = QtCore.Signal(object)
-    failed = QtCore.Signal(str)
-    progressed = QtCore.Signal(float, str)
-
-    def __init__(self, kwargs: dict, parent=None) -> None:
-        super().__init__(parent)
-        self.kwargs = kwargs
-        self.cancel = threading.Event()
-
-    def run(self) -> None:  # noqa: D102 (QThread override)
-        from calibview.core.evaluation.conformal import sweeps
-        from calibview.core.evaluation.engine import Engine
-
-        try:
-            out = sweeps(Engine(), cancel=self.cancel, progress=lambda f, m: self.progressed.emit(f, m),
-                         **self.kwargs)
-        except CalibviewError as e:
-            self.failed.emit(str(e))
-        except MemoryError:
-            self.failed.emit("Not enough memory for the conformal sets of this run; use `calibview conformal`.")
-        except Exception as e:          # never a dead thread without a word
-            self.failed.emit(f"The conformal sets could not be computed ({oneline(e)}).")
-        else:
-            self.done.emit(out)
 
 
 class ConformalView(QtWidgets.QWidget):
@@ -69,7 +38,7 @@ class ConformalView(QtWidgets.QWidget):
         self.sweeps: Optional[dict] = None
         self.builds = 0
         self.last_redraw_ms = float("nan")
-        self._thread: Optional[_Build] = None
+        self._thread: Optional[TaskThread] = None
         self._calib_split = ""
         self.compute = QtWidgets.QPushButton("Compute sets")
         self.compute.setShortcut(QtGui.QKeySequence("Ctrl+Shift+R"))
@@ -179,7 +148,14 @@ class ConformalView(QtWidgets.QWidget):
         kwargs = dict(file=req.file, run=ev.run.name, calib_split=splits[0], eval_split=splits[1],
                       calibrators=tuple(r.name for r in ev.results), fit_split=req.fit_split, seed=req.seed,
                       device=req.device, max_memory=req.max_memory)
-        self._thread = _Build(kwargs, self)
+
+        def compute(cancel, progress):
+            from calibview.core.evaluation.conformal import sweeps
+            from calibview.core.evaluation.engine import Engine
+
+            return sweeps(Engine(), cancel=cancel, progress=progress, **kwargs)
+
+        self._thread = TaskThread(compute, "the conformal sets", "; use `calibview conformal`", self)
         self._thread.done.connect(self._on_done)
         self._thread.failed.connect(self._on_failed)
         self._thread.progressed.connect(lambda f, m: self.summary.setText(f"Computing sets: {m} ({f:.0%})"))
@@ -190,8 +166,7 @@ class ConformalView(QtWidgets.QWidget):
     def stop(self) -> None:
         """Cancel a computation in flight and wait for its thread (a closing window never leaves one running)."""
         if self._thread is not None:
-            self._thread.cancel.set()
-            self._thread.wait()
+            self._thread.stop()
             self._thread = None
 
     def _on_done(self, out) -> None:

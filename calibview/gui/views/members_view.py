@@ -15,10 +15,9 @@ from typing import Optional
 import numpy as np
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from calibview.core.errors import CalibviewError
-from calibview.core.io.schema import oneline
 from calibview.core.reports import units
 from calibview.gui.session import Session
+from calibview.gui.worker import TaskThread
 
 METRICS = ("accuracy", "nll", "brier", "ece", "classwise_ece", "smece", "cal", "aurc")
 SPREAD = ("min", "mean", "max")
@@ -41,28 +40,6 @@ def member_rows(ev, cancel: Optional[threading.Event] = None) -> list[tuple[str,
     return out
 
 
-class _Build(QtCore.QThread):
-    """member_rows off the GUI thread: ``done`` (the rows) or ``failed`` (one sentence)."""
-
-    done = QtCore.Signal(object)
-    failed = QtCore.Signal(str)
-
-    def __init__(self, ev, parent=None) -> None:
-        super().__init__(parent)
-        self.ev = ev
-        self.cancel = threading.Event()
-
-    def run(self) -> None:  # noqa: D102 (QThread override)
-        try:
-            rows = member_rows(self.ev, self.cancel)
-        except CalibviewError as e:
-            self.failed.emit(str(e))
-        except Exception as e:          # never a dead thread without a word
-            self.failed.emit(f"The members' metrics could not be computed ({oneline(e)}).")
-        else:
-            self.done.emit(rows)
-
-
 class MembersView(QtWidgets.QWidget):
     """The Members tab; listens to evaluation_changed, and computes when shown (``showEvent``) or asked
     (``start``)."""
@@ -72,7 +49,7 @@ class MembersView(QtWidgets.QWidget):
         self.session = session
         self.rows: Optional[list] = None
         self.builds = 0
-        self._thread: Optional[_Build] = None
+        self._thread: Optional[TaskThread] = None
         self.calibrator = QtWidgets.QComboBox()
         self.calibrator.setToolTip("The calibrator whose metrics the rows show (each member fits its own)")
         self.calibrator.currentIndexChanged.connect(self._fill)
@@ -126,7 +103,8 @@ class MembersView(QtWidgets.QWidget):
         if (not self.has_members(ev) or self.rows is not None
                 or (self._thread is not None and self._thread.isRunning())):
             return
-        self._thread = _Build(ev, self)
+        self._thread = TaskThread(lambda cancel, progress: member_rows(ev, cancel), "the members' metrics",
+                                  parent=self)
         self._thread.done.connect(self._on_done)
         self._thread.failed.connect(self.caption.setText)
         self.caption.setText("Computing the members' metrics…")
@@ -135,8 +113,7 @@ class MembersView(QtWidgets.QWidget):
     def stop(self) -> None:
         """Cancel a computation in flight and wait for its thread."""
         if self._thread is not None:
-            self._thread.cancel.set()
-            self._thread.wait()
+            self._thread.stop()
             self._thread = None
 
     def _on_done(self, rows) -> None:
