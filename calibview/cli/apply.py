@@ -71,10 +71,13 @@ def run(args) -> int:
     from calibview.core.stats.metrics import chunk_rows
 
     from calibview.core.io.safe_io import refuse_overwriting_inputs
+    from calibview.core.io.toplabel import format as tf
 
     refuse_overwriting_inputs([args.out], [args.file, args.calibrator])
     info = discovery.find_run(args.file, args.run)
     fitted = load_calibrator(args.calibrator, info, args.use, args.allow_other_run)
+    if info.split(args.split).kind == tf.KIND or _is_toplabel(fitted):
+        return _apply_toplabel(args, info, fitted)
     data = lg.read_split(args.file, info, args.split)
     if data.scores.shape[1] != fitted.k:
         raise CalibviewError(f"The calibrator in {args.calibrator} was fitted on K = {fitted.k} classes but "
@@ -89,5 +92,45 @@ def run(args) -> int:
     writer.write_run(args.out, model, info.dataset or "data", args.split, probs=probs, labels=data.labels,
                      class_names=info.class_names, attrs=attrs, overwrite=args.overwrite)
     print(f"{args.out}: {model}/{info.dataset or 'data'}/{args.split} (N={probs.shape[0]}, K={probs.shape[1]}, "
+          f"{fitted.label})")
+    return 0
+
+
+def _is_toplabel(fitted) -> bool:
+    """Whether ``fitted`` was fitted on a top-label run (the confidence's binary problem)."""
+    from calibview.core.calibrators.toplabel import FORM
+
+    return (fitted.fit_info or {}).get("form") == FORM
+
+
+def _apply_toplabel(args, info, fitted) -> int:
+    """A top-label calibrator on a top-label split: the calibrated confidence (float64) is written as a top-label
+    run of OUT with the same predictions and labels. Either without the other is one sentence."""
+    import numpy as np
+    import torch
+
+    from calibview.core.calibrators.toplabel import calibrated_confidence
+    from calibview.core.io.toplabel.read import read_toplabel
+    from calibview.core.io.toplabel.write import write_toplabel
+
+    where = f"{info.name}/{args.split} in {args.file}"
+    if info.split(args.split).kind != "top-label":
+        raise CalibviewError(f"The calibrator in {args.calibrator} was fitted on a top-label run (it maps the "
+                             f"predicted class's confidence), but {where} holds every class's scores; apply a "
+                             f"calibrator fitted on logits or probabilities.")
+    if not _is_toplabel(fitted) and fitted.method != "none":
+        raise CalibviewError(f"{where} is a top-label run (only the predicted class's confidence), but the "
+                             f"calibrator in {args.calibrator} ({fitted.label}) was fitted on every class's scores; "
+                             f"apply a calibrator fitted on a top-label run.")
+    data = read_toplabel(args.file, info, args.split)
+    with torch.inference_mode():
+        conf = calibrated_confidence(fitted, torch.from_numpy(np.array(data.confidence))).numpy()
+    model = args.model or f"{info.model}+{fitted.method}"
+    attrs = {"calibrated_from": f"{args.file}:{info.path}/{args.split}", "calibrator": fitted.method}
+    write_toplabel(args.out, model, info.dataset or "data", {args.split: (np.clip(conf, 0.0, 1.0),
+                                                                         data.predictions, data.labels)},
+                   num_classes=info.k or None, class_names=info.class_names, attrs=attrs,
+                   overwrite=args.overwrite)
+    print(f"{args.out}: {model}/{info.dataset or 'data'}/{args.split} (N={conf.shape[0]}, top-label, "
           f"{fitted.label})")
     return 0

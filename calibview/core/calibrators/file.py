@@ -141,7 +141,16 @@ def _check_target(path: str, record: Mapping, run) -> None:
         k = int(record["k"])
     except (TypeError, ValueError):
         raise CalibviewError(f"{path}: the calibrator's 'k' is {record['k']!r}, not a class count.") from None
-    if k != run.k:
+    top = ((record.get("fit") or {}).get("form") == "top-label")
+    run_top = all(s.kind == "top-label" for s in run.splits)
+    if record.get("method") == "none":          # the identity applies to either form
+        top = run_top
+    if top != run_top:
+        what = "a top-label run (the predicted class's confidence)" if top else "every class's scores"
+        raise CalibviewError(f"The calibrator in {path} was fitted on {what}, and run {run.name} in {run.file} is "
+                             f"{'not ' if top else ''}a top-label run; apply it to a run of the form it was "
+                             f"fitted on.")
+    if not top and k != run.k:
         raise CalibviewError(f"The calibrator in {path} was fitted on K = {k} classes but run {run.name} in "
                              f"{run.file} has K = {run.k}.")
     names = record.get("class_names")

@@ -81,11 +81,16 @@ def build_release(engine: Engine, file: str, run: str, calibrator: str, fit_spli
     fitted = ev.result(calibrator).fitted
     if fitted.warnings and not allow_warnings:
         raise ParameterError(refusal(fitted), "allow_warnings")
+    scored = engine.scored(req, cancel=cancel)
+    stats = scored[calibrator].stats
+    # A top-label run may not know K (no num_classes attribute): its classes are then those seen in either split.
+    k = info.k or stats.k
     thresholds = {"global": None, "per_class": None, "target_precision": None}
     if threshold is not None or target_precision is not None:
         fit_req = replace(req, eval_split=fit_split, calibrators=(calibrator,), n_boot=0)
         fs = engine.scored(fit_req, cancel=cancel)[calibrator].stats
-        thresholds = rel.decide_thresholds(fs.conf, fs.pred, fs.correct, info.k, threshold=threshold,
+        k = info.k or max(k, fs.k)
+        thresholds = rel.decide_thresholds(fs.conf, fs.pred, fs.correct, k, threshold=threshold,
                                            target_precision=target_precision)
     rows = metrics_rows([ev])
     row = next(r for r in rows if r["calibrator"] == calibrator)
@@ -97,15 +102,13 @@ def build_release(engine: Engine, file: str, run: str, calibrator: str, fit_spli
     settings = {"bins": ev.n_bins, "bandwidth": float(bandwidth), "kernel": kernel, "n_boot": n_boot, "seed": seed,
                 "level": float(level)}
     config = rel.build_config(info, fitted, thresholds=thresholds, provenance=provenance, settings=settings,
-                              metrics=rel.metrics_of(row), weights=weights)
-    scored = engine.scored(req, cancel=cancel)
-    stats = scored[calibrator].stats
+                              metrics=rel.metrics_of(row), weights=weights, k=k)
     slices = rs.class_slices(engine, req, calibrator, limits.min_slice, config["class_names"])
     checked = Checked(evaluation=ev, name=calibrator, stats=stats, class_slices=slices, split=eval_split,
                       split_sha256=eval_sha, fit_hash=True if fit_sha else None, thresholds=thresholds)
     checklist = criteria(config, checked, limits)
     ece = ev.result(calibrator).metrics["ece"]
-    per_class = per_class_rows(ev, calibrator, slices, thresholds, stats)
+    per_class = per_class_rows(ev, calibrator, slices, thresholds, stats, k)
     by_rows = column_slices(engine, req, by, min_slice, slice_bins, calibrator) if by else []
     return Release(config=config, evaluation=ev, name=calibrator, rows=rows, per_class=per_class,
                    audit={nm: rs.audit(sc.stats.conf, sc.stats.correct, audit_thresholds, level)
@@ -123,12 +126,15 @@ def refusal(fitted) -> str:
             f"or pass allow_warnings=True to release it anyway.")
 
 
-def per_class_rows(ev: Evaluation, name: str, slices: list, thresholds: dict, stats) -> list[dict]:
+def per_class_rows(ev: Evaluation, name: str, slices: list, thresholds: dict, stats,
+                   k: Optional[int] = None) -> list[dict]:
     """The rows of per_class.csv for calibrator ``name``: ``slices`` are its per-class slice records, ``stats``
-    its SampleStats on the evaluation split."""
+    its SampleStats on the evaluation split, ``k`` the number of classes (default the evaluation's K; a top-label
+    run of unknown K passes the classes seen)."""
     r = ev.result(name)
-    outcome = rs.threshold_outcome(stats.conf, stats.pred, stats.correct, ev.k,
-                                   thresholds.get("per_class") or [None] * ev.k)
+    k = k or ev.k
+    outcome = rs.threshold_outcome(stats.conf, stats.pred, stats.correct, k,
+                                   thresholds.get("per_class") or [None] * k)
     out = []
     for c, s in enumerate(slices):
         o = outcome[c]

@@ -45,6 +45,9 @@ from calibview.core.io import discovery
 from calibview.core.io import logits as lg
 from calibview.core.io import schema
 from calibview.core.io import writer
+from calibview.core.io.toplabel import format as tf
+from calibview.core.io.toplabel import write as tw
+from calibview.core.io.toplabel.read import read_toplabel
 from calibview.core.errors import CalibviewError, ParameterError
 from calibview.core.stats.metrics import METRIC_NAMES
 
@@ -71,7 +74,7 @@ def split_sha256(file: str | os.PathLike, run: str | schema.RunInfo, split: str,
     path = os.path.abspath(os.fspath(file))
     try:
         with h5py.File(path, "r") as f:
-            for ds in (f[split_info.scores_path], f[split_info.labels_path]):
+            for ds in [f[p] for p in _hashed_paths(split_info)]:
                 row_bytes = ds.dtype.itemsize * int(np.prod(ds.shape[1:], dtype=np.int64))
                 step = max(1, HASH_ROWS_BYTES // max(row_bytes, 1))
                 if rows is None:
@@ -85,6 +88,14 @@ def split_sha256(file: str | os.PathLike, run: str | schema.RunInfo, split: str,
             raise CalibviewError(schema.locked_message(path)) from None
         raise CalibviewError(f"{path}: could not read {split_info.path} to hash it ({e}).") from None
     return h.hexdigest()
+
+
+def _hashed_paths(split_info: schema.SplitInfo) -> list[str]:
+    """The datasets of a split that :func:`split_sha256` hashes, in order: the scores then the labels; for a
+    top-label split its confidence, predictions and labels."""
+    if split_info.kind == tf.KIND:
+        return [schema.join(split_info.path, name) for name in (tf.CONFIDENCE, tf.PREDICTIONS, tf.LABELS)]
+    return [split_info.scores_path, split_info.labels_path]
 
 
 def halves(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -106,8 +117,15 @@ def write_subset(info: schema.RunInfo, parts: Mapping[str, np.ndarray], director
     """Write the rows ``parts[name]`` of split ``source`` of ``info`` as splits ``name`` of a new file in
     ``directory`` (uncompressed, same run name and class names) and return that run: how halves of a split are
     evaluated by the engine, which reads whole splits."""
-    data = lg.read_split(info.file, info, source)
     path = os.path.join(directory, "subset.h5")
+    if info.split(source).kind == tf.KIND:
+        top = read_toplabel(info.file, info, source)
+        tw.write_toplabel(path, info.model, info.dataset,
+                          {name: (top.confidence[rows], top.predictions[rows], top.labels[rows])
+                           for name, rows in parts.items()},
+                          num_classes=info.k or None, class_names=info.class_names, compression=None)
+        return discovery.find_run(path, info.name)
+    data = lg.read_split(info.file, info, source)
     writer.write_splits(path, info.model, info.dataset,
                         {name: (data.kind, data.scores[rows], data.labels[rows]) for name, rows in parts.items()},
                         class_names=info.class_names, compression=None)
@@ -155,13 +173,14 @@ def metrics_of(row: Mapping[str, Any]) -> dict:
 
 def build_config(run: schema.RunInfo, fitted: calib.Fitted, *, thresholds: Mapping[str, Any],
                  provenance: Mapping[str, Any], settings: Mapping[str, Any], metrics: Mapping[str, Any],
-                 parent: Optional[str] = None, weights: Optional[list] = None) -> dict:
+                 parent: Optional[str] = None, weights: Optional[list] = None, k: Optional[int] = None) -> dict:
     """The sealed config (``config_sha256`` set). ``provenance`` holds every PROVENANCE_KEYS entry but the
     version and the time, which are added here. ``weights``: the model weights' records
-    (:mod:`calibview.core.release.weights`), stored as the ``weights`` key when given."""
+    (:mod:`calibview.core.release.weights`), stored as the ``weights`` key when given. ``k``: the number of
+    classes when the run does not know it (a top-label run without ``num_classes``: the classes seen)."""
     from calibview._version import __version__
 
-    names = list(run.class_names) if run.class_names is not None else [str(i) for i in range(run.k)]
+    names = list(run.class_names) if run.class_names is not None else [str(i) for i in range(run.k or k or 0)]
     prov = {**{k: provenance[k] for k in PROVENANCE_KEYS if k in provenance},
             "calibview_version": __version__,
             "created": datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")}
@@ -280,7 +299,9 @@ def matching_run(config: Mapping[str, Any], file: str | os.PathLike, path: str =
     name = run or run_name(config)
     info = discovery.find_run(file, name)
     names = config["class_names"]
-    if info.k != len(names):
+    # K 0 is a top-label run that does not know its class count: its predictions and labels are checked
+    # against the config's classes when it is read for the check.
+    if info.k and info.k != len(names):
         raise CalibviewError(f"{path} was released for K = {len(names)} classes but run {info.name} in {file} has "
                              f"K = {info.k}; check it against data of the same model.")
     if info.class_names is not None and list(info.class_names) != list(names):
