@@ -91,7 +91,7 @@ class Figure:
                                   line_width_pt=float(line_width), title=diagram_title(ev),
                                   extra={"bandwidth": f"{ev.request.bandwidth:g}", "kernel": ev.request.kernel})
         panels = spec.calibrator_panels(ev.results, k=ev.k, layout=layout,
-                                        subtitle_of=lambda r: figure.legend_numbers(r.metrics))
+                                        subtitle_of=lambda r: figure.legend_numbers(r.metrics, loss=r.loss))
         if path.parent and not path.parent.exists():
             raise CalibviewError(f"{path.parent} does not exist; create the folder first.")
         written = export.render_figure(panels, path, opts, bandwidth=ev.request.bandwidth,

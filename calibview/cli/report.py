@@ -206,7 +206,7 @@ def write_diagrams(evaluations, out: Path, figure=None, engine=None) -> list[Pat
             opts = dataclasses.replace(opts, title=title, extra={"bandwidth": f"{ev.request.bandwidth:g}",
                                                                   "kernel": ev.request.kernel})
             panels = calibrator_panels(ev.results, k=ev.k, layout=opts.layout,
-                                       subtitle_of=lambda r: legend_numbers(r.metrics))
+                                       subtitle_of=lambda r: legend_numbers(r.metrics, loss=r.loss))
             paths += render_figure(panels, out / name, opts, bandwidth=ev.request.bandwidth,
                                    kernel=ev.request.kernel, formats=formats)
             if ev.k == 2 and engine is not None:       # binary: the positive-class diagram besides

@@ -41,14 +41,17 @@ def grid_shape(n: int) -> tuple[int, int]:
     return -(-n // cols), cols
 
 
-def legend_numbers(metrics, keys=("ece", "cal", "brier")) -> str:
+def legend_numbers(metrics, keys=("ece", "cal", "brier"), loss: str = "Brier") -> str:
     """"ECE 7.88 % · CAL×100 0.11 · Brier×100 8.79": the panel title's numbers of ``metrics`` (name -> Estimate)
     in the table's unit convention (``core.reports.units``: ECE in percent, squared-error scores ×100, two
-    decimals)."""
+    decimals); ``loss`` names the Brier term ("top-label Brier" for a top-label run: CalibratorResult.loss)."""
     parts = []
     for key in keys:
         est = metrics.get(key) if hasattr(metrics, "get") else None
-        parts.append(units.caption(key, None if est is None else float(est.value)))
+        text = units.caption(key, None if est is None else float(est.value))
+        if key == "brier" and loss != "Brier":
+            text = text.replace("Brier", loss, 1)
+        parts.append(text)
     return " · ".join(parts)
 
 

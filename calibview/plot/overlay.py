@@ -124,8 +124,9 @@ def legend_table(shown: Sequence, t: Theme, *, compact: bool, stale: bool, notes
                 f"<tr><td {cell}>{swatch}</td><td {cell}>{html.escape(s.result.label)}</td>"
                 f"<td {num}>{_fmt(m, 'ece', bare=True)}</td><td {num}>{cal}</td>"
                 f"<td {num}>{_fmt(m, 'tot', bare=True)}</td></tr>")
+        losses = sorted({getattr(s.result, "loss", "Brier") for s in shown})
         rows.append(f"<tr style='color:{t.muted}'><td></td><td colspan='4' {cell}>"
-                    f"<small>CAL at h; TOT = Brier, any h</small></td></tr>")
+                    f"<small>CAL at h; TOT = {html.escape(' / '.join(losses))}, any h</small></td></tr>")
     rows += [f"<tr style='color:{t.muted}'><td></td><td colspan='4' {cell}><small>{html.escape(n)}</small></td></tr>"
              for n in notes]
     return (f"<table cellspacing='0' style='color:{t.foreground}; font-size:{FONT_PT - 1}pt'>"

@@ -42,3 +42,36 @@ def test_toplabel_run_shows_na_for_full_vector_metrics(qtbot, window, tmp_path):
     shown = model.data(model.index(0, cols["ece"]))
     assert ev.result("none").metrics["ece"].value == pytest.approx(ref.result("none").metrics["ece"].value)
     assert shown and shown != ABSENT_TEXT
+
+
+def test_legend_names_the_top_label_brier(qtbot, window, tmp_path):
+    """The diagram's loss is the top-label Brier term (confidence - correct)^2 on a top-label run, and the legend
+    and an exported panel's title say so; on a logit run they say Brier."""
+    from calibview.core.io.toplabel.write import from_scores, write_toplabel
+    from calibview.core.io.writer import write_run
+
+    rng = np.random.default_rng(4)
+    path = tmp_path / "both.h5"
+    splits = {}
+    for split in ("val", "test"):
+        y = rng.integers(0, 4, 600)
+        z = rng.normal(size=(600, 4))
+        z[np.arange(600), y] += 1.5
+        write_run(path, "logit", "toy", split, logits=z.astype(np.float32), labels=y)
+        splits[split] = (*from_scores(z), y)
+    write_toplabel(path, "top", "toy", splits)
+    window.open_files([path])
+    for run, loss in (("top/toy", "top-label Brier"), ("logit/toy", "Brier")):
+        window.session.select_run(str(path), run)
+        qtbot.waitUntil(lambda: not window.session.busy and window.session.evaluation is not None
+                        and window.session.evaluation.run.name == run, timeout=WAIT_MS)
+        ev = window.session.evaluation
+        # the top-label run's TOT is the mean of (confidence - correct)^2, computed here from the arrays
+        if run == "top/toy":
+            conf, pred, y = splits["test"]
+            tot = float(np.mean((conf - (pred == y)) ** 2))
+            assert ev.result("none").metrics["tot"].value == pytest.approx(tot, abs=1e-12)
+        qtbot.waitUntil(lambda: f"TOT = {loss}, any h" in window.canvas.legend_box.textItem.toHtml(),
+                        timeout=WAIT_MS)
+        legend = window.canvas.legend_box.textItem.toHtml()
+        assert ("top-label Brier" in legend) == (loss == "top-label Brier")

@@ -51,6 +51,9 @@ class CalibratorResult:
     #: x, lo, hi (257,) on [0, 1], at the setting's bandwidth and kernel and the request's level); None without
     #: resamples. Unlike the sharpness band, this is a confidence interval for the curve.
     curve_band: Optional[tuple] = None
+    #: the loss whose smoothed regression gives the sharpness band and TOT, as figures name it: "Brier", or
+    #: "top-label Brier" for a top-label run, whose Brier score is (confidence - correct)^2
+    loss: str = "Brier"
 
     def curve(self, bandwidth: float, kernel: str = "gaussian") -> smoothing.SharpnessCurve:
         """The calibration-sharpness curve at any bandwidth: O(grid), never touches the samples again."""

@@ -38,6 +38,7 @@ import torch
 from calibview.core import calibrators as calib
 from calibview.core.io import memory
 from calibview.core.io import stream
+from calibview.core.io.toplabel.format import is_toplabel
 from calibview.core.stats import auroc as au
 from calibview.core.stats.bootstrap import ClasswiseBootstrap, SampleBootstrap, mixed_classes
 from calibview.core.stats import jackknife
@@ -402,7 +403,8 @@ def calibrator_result(job: Job, name: str, b: int, s: Setting, pending: bool) ->
         bin_acc_lo=_frozen(binned["lo"]), bin_acc_hi=_frozen(binned["hi"]), stats=common["curve_stats"],
         per_class_ece=_frozen(binned["per_class_ece"]), per_class_accuracy=_frozen(common["per_class_accuracy"]),
         per_class_count=_frozen(common["per_class_count"]), smece_sigma=common["sigma"],
-        argmax_changed=sc.argmax_changed, warnings=tuple(warnings), curve_band=band)
+        argmax_changed=sc.argmax_changed, warnings=tuple(warnings), curve_band=band,
+        loss="top-label Brier" if is_toplabel(job.run_info) else "Brier")
 
 
 def _frozen(a: np.ndarray) -> np.ndarray:
