@@ -12,6 +12,10 @@ such a run: :data:`DISABLED` says why.
 
 from __future__ import annotations
 
+import re
+from dataclasses import replace
+
+import numpy as np
 import torch
 
 from calibview.core.calibrators import binning
@@ -53,3 +57,24 @@ def calibrated_confidence(fitted: Fitted, confidence: torch.Tensor) -> torch.Ten
     if fitted.method in ("hb", "ir"):
         return binning.one_vs_rest(fitted, scores)[:, 1].contiguous()
     return fitted.apply(scores)[:, 1].exp()
+
+
+#: histogram binning's warning on the two columns of the binary problem (binning.HistogramBinning.fit)
+_EMPTY_BINS = re.compile(r"^\d+ of the \d+ class bins are empty in the fit split")
+
+
+def top_label_warnings(fitted: Fitted, confidence: np.ndarray) -> Fitted:
+    """``fitted`` with its warnings said of the confidence: histogram binning counts its empty bins over both
+    columns of the binary problem (1 - c and c), but only the map of c is used, so the warning counts the empty
+    bins of c's edges among ``confidence`` (N,) of the fit split instead."""
+    if fitted.method != "hb" or not any(_EMPTY_BINS.match(w) for w in fitted.warnings):
+        return fitted
+    edges = np.asarray(fitted.params["edges"], np.float64)
+    edges = edges[1] if edges.ndim == 2 else edges
+    b = edges.shape[0] - 1
+    # the bins as binning searches them (lo < c <= hi, the outer edges open)
+    bins = np.clip(np.searchsorted(edges[1:-1], np.asarray(confidence, np.float64), side="left"), 0, b - 1)
+    empty = int((np.bincount(bins, minlength=b) == 0).sum())
+    said = f"{empty} of the {b} confidence bins are empty in the fit split; they map to their bin centre."
+    warnings = [w for w in fitted.warnings if not _EMPTY_BINS.match(w)]
+    return replace(fitted, warnings=tuple(([said] if empty else []) + warnings))

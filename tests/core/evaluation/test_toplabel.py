@@ -170,3 +170,25 @@ def test_the_calibrator_lists_agree():
     from calibview.core.calibrators import toplabel
 
     assert toplabel.USABLE == USABLE_CALIBRATORS
+
+
+def test_hb_warning_counts_the_confidence_bins(tmp_path):
+    """Histogram binning of a top-label run warns of the empty bins of the confidence's 15 equal-width bins,
+    counted here by a loop over the bins, not of the 30 bins of both columns of the binary problem."""
+    rng = np.random.default_rng(5)
+    splits = {}
+    for split in ("val", "test"):
+        conf = rng.uniform(0.62, 0.97, 500)              # nothing below 0.62 nor above 0.97
+        pred = rng.integers(0, 3, 500)
+        labels = np.where(rng.random(500) < conf, pred, (pred + 1) % 3)
+        splits[split] = (conf, pred, labels)
+    path = tmp_path / "top.h5"
+    write_toplabel(path, "top", "toy", splits, num_classes=3)
+    ev = Engine().evaluate(EvalRequest(file=str(path), run="top/toy", calibrators=("none", "hb"), n_boot=0,
+                                       fit_split="val", eval_split="test"))
+    conf = splits["val"][0]
+    empty = sum(1 for i in range(15) if not np.any((conf > i / 15) & (conf <= (i + 1) / 15)))
+    assert empty >= 9
+    warnings = ev.result("hb").fitted.warnings
+    assert f"{empty} of the 15 confidence bins are empty in the fit split; they map to their bin centre." in warnings
+    assert not any("class bins" in w for w in warnings)

@@ -86,6 +86,7 @@ def fit_stage(job: Job) -> None:
                                progress=job.sub_progress(lo, hi), cancel=job.cancel,
                                fit_info={"file": str(job.req.file), "run": job.run_info.name,
                                          "split": job.req.fit_split, "n": int(data.info.n), "form": tc.FORM})
+            fitted = tc.top_label_warnings(fitted, data.confidence)
             job.timings[f"fit:{name}"] = time.perf_counter() - t2
             job.fitted[name] = job.cache.put(job.fit_key(name), fitted)
             job.counters["fitted"].append(name)
