@@ -7,6 +7,13 @@ the engine reads as it reads a file: ``evaluate(...).rows`` are exactly the reco
 intervals, ablation lists, the cache (a :class:`~calibview.api.result.Result` keeps its engine, so its report and
 figures reuse the fits and scores).
 
+A top-label run (``confidence=``, ``predictions=``, ``labels=``: the confidence and class of each sample's
+prediction, and its true class) becomes an in-memory top-label run (:func:`calibview.core.io.arrays.register_toplabel`)
+with the same two splits, so ``rows`` are exactly those of ``calibview metrics --json`` on a file holding the
+same vectors as ``/<model>/<dataset>/{fit,test}/{confidence, predictions, labels}`` (docs/FORMAT.md): the
+full-vector metrics (NLL, Brier, class-wise ECE, AUROC) are None, and the calibrators that need logits are
+skipped with the command line's note.
+
 The module is not called ``evaluate``: importing a submodule sets it as an attribute of its package, and
 ``calibview.api.evaluate`` would then be this module, not the function.
 """
@@ -27,6 +34,7 @@ from calibview.core.errors import CalibviewError, ParameterError
 from calibview.core.evaluation import defaults
 from calibview.core.evaluation.engine import Engine
 from calibview.core.evaluation.request import EvalRequest, Setting, check_request
+from calibview.core.evaluation.toplabel.absent import USABLE_CALIBRATORS, skipped_note, usable_calibrators
 from calibview.core.io import arrays
 
 __all__ = ["evaluate"]
@@ -146,7 +154,60 @@ def _binary(kind: str, scores):
     return binary_columns(kind, scores, binary=kind)[1]
 
 
-def evaluate(scores=None, labels=None, *, fit=None, probs: bool = False,
+#: how messages name a top-label run's vectors, per split (the parameters as the caller spells them)
+TOPLABEL_NAMES = {TEST: ("confidence", "predictions", "labels"), FIT: ("fit[0]", "fit[1]", "fit[2]")}
+
+
+def _check_toplabel_args(scores, confidence, predictions, labels, fit, probs, members) -> None:
+    """One sentence for a top-label call that mixes in logits' arguments or lacks one of its three vectors."""
+    if scores is not None:
+        raise ParameterError("Give either scores (logits or probabilities, with labels) or confidence and "
+                             "predictions (a top-label run, with labels), not both.", "scores")
+    if members is not None:
+        raise ParameterError("members are (M, N, K) logits, which a top-label run does not have; give members "
+                             "without confidence and predictions.", "members")
+    if probs:
+        raise ParameterError("probs=True describes scores, but a top-label run's confidence is already the "
+                             "probability of the predicted class; drop probs.", "probs")
+    for value, name in ((confidence, "confidence"), (predictions, "predictions"), (labels, "labels")):
+        if value is None:
+            raise ParameterError(f"{LABEL}: {name} is missing; a top-label run needs confidence, predictions and "
+                                 f"labels, one value per sample.", name)
+    if fit is not None and not (isinstance(fit, (tuple, list)) and len(fit) == 3):
+        raise ParameterError("fit must be a (confidence, predictions, labels) triple for a top-label run: the "
+                             "arrays the calibrators are fitted on.", "fit")
+    for i, value in enumerate(fit or ()):
+        if value is None:
+            raise ParameterError(f"{LABEL}: fit[{i}] is missing; fit of a top-label run is a (confidence, "
+                                 f"predictions, labels) triple of one value per sample.", "fit")
+
+
+def _toplabel_run(confidence, predictions, labels, fit, num_classes, class_names, meta, model, dataset):
+    """The in-memory top-label run of the test vectors and, when given, the fit triple."""
+    splits = {}
+    if fit is not None:
+        splits[FIT] = tuple(_numpy(a, f"fit[{i}]") for i, a in enumerate(fit))
+    splits[TEST] = (_numpy(confidence, "confidence"), _numpy(predictions, "predictions"), _numpy(labels, "labels"))
+    return arrays.register_toplabel(model, dataset, splits, num_classes=num_classes, label=LABEL,
+                                    names=TOPLABEL_NAMES, class_names=class_names,
+                                    meta={TEST: meta} if meta else None)
+
+
+def _toplabel_names(run, names: tuple[str, ...]) -> tuple[str, ...]:
+    """The calibrators a top-label run takes, the others skipped with the command line's note; refused when none
+    is left."""
+    usable, skipped = usable_calibrators(run.info, names)
+    if skipped and not usable:
+        raise ParameterError(f"{', '.join(skipped)} need logits or the probabilities of every class, and a top-label "
+                             f"run stores only the confidence of the predicted class; choose from "
+                             f"{', '.join(USABLE_CALIBRATORS)}.", "calibrators")
+    if skipped:
+        logging.getLogger("calibview").warning(skipped_note(run.info, skipped))
+    return usable
+
+
+def evaluate(scores=None, labels=None, *, fit=None, confidence=None, predictions=None,
+             num_classes: Optional[int] = None, probs: bool = False,
              calibrators: Union[str, Sequence[str]] = ("none",), bins: Union[int, str, Sequence] = 15,
              bandwidth: Union[float, Sequence[float]] = 0.05, kernel: Union[str, Sequence[str]] = "gaussian",
              n_boot: int = 1000, seed: int = 0, level: float = 0.95, device: str = "auto",
@@ -161,7 +222,18 @@ def evaluate(scores=None, labels=None, *, fit=None, probs: bool = False,
         model's (N,) or (N, 1) scores of class 1 become the two columns [0, z] (logits) or [1 - p, p] (probs).
     labels : (N,) integer class indices 0..K-1.
     fit : a (scores (N_fit, K), labels (N_fit,)) pair of held-out arrays, the same kind as ``scores``; required
-        for any calibrator other than ``none``.
+        for any calibrator other than ``none``. For a top-label run a (confidence, predictions, labels) triple of
+        (N_fit,) vectors.
+    confidence, predictions : instead of ``scores``, a top-label run (with ``labels``): (N,) float confidence in
+        [0, 1] (the probability of the predicted class; NaN and infinities refused) and (N,) integer predicted
+        classes; numpy or torch. ``num_classes`` gives K (else the number of ``class_names``, else unknown:
+        predictions and labels must then only be >= 0), and predictions and labels must lie in [0, K). Every metric
+        that needs only the top label is computed from these confidences (for logits z given as
+        ``calibview.core.io.toplabel.write.from_scores(z)``, accuracy and the uncalibrated ECE equal those of
+        ``scores=z``); NLL, Brier, class-wise ECE and AUROC are None. Only ``none``, ``hb``, ``ir``, ``platt`` and
+        ``beta`` (fitted on the binary problem (confidence, prediction correct)) apply: the others are skipped
+        with a warning, as the command line skips them, and refused when none is left. ``scores``, ``members``
+        or ``probs=True`` beside them is refused in one sentence, as is ``num_classes`` beside ``scores``.
     calibrators : names (``none``, ``ts``, ``ts-grid``, ``hb``, ``ir``, ``platt``, ``beta``, ``mrr``, ``vs``,
         ``ms``, ``dirichlet``); ``options`` their constructor options, ``{"hb": {"bins": 20}}``.
     bins, bandwidth, kernel : the binned metrics' bin count (or "auto"), the kernel bandwidth (confidence units)
@@ -184,6 +256,16 @@ def evaluate(scores=None, labels=None, *, fit=None, probs: bool = False,
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
         raise ParameterError(f"seed must be a whole number, not {seed!r}.", "seed")
     names = _names(calibrators)
+    toplabel = confidence is not None or predictions is not None
+    if toplabel:
+        _check_toplabel_args(scores, confidence, predictions, labels, fit, probs, members)
+        return _evaluate_toplabel(confidence, predictions, labels, fit=fit, num_classes=num_classes, names=names,
+                                  settings=_settings(bins, bandwidth, kernel), options=options, n_boot=n_boot,
+                                  seed=seed, level=level, device=device, progress=progress,
+                                  class_names=class_names, meta=meta, model=model, dataset=dataset)
+    if num_classes is not None:
+        raise ParameterError("num_classes is for a top-label run (confidence=, predictions=, labels=); scores give K "
+                             "as their number of columns.", "num_classes")
     kind = "probs" if probs else "logits"
     splits, pretty, held = {}, {}, {}
     if fit is not None:
@@ -216,8 +298,30 @@ def evaluate(scores=None, labels=None, *, fit=None, probs: bool = False,
                                  f"K = {run.info.k} classes; choose other calibrators.", "calibrators")
         logging.getLogger("calibview").warning(f"run {run.info.name} has K = {run.info.k} classes: skipping "
                                                f"{', '.join(binary)} (binary problems only).")
+    return _run(run, names, settings, opts, fit is not None, n_boot=n_boot, seed=seed, level=level, device=device,
+                progress=progress, members=members)
+
+
+def _evaluate_toplabel(confidence, predictions, labels, *, fit, num_classes, names, settings, options, n_boot,
+                       seed, level, device, progress, class_names, meta, model, dataset) -> Result:
+    """:func:`evaluate` of a top-label run (arguments checked by :func:`_check_toplabel_args`)."""
+    opts = _options(options, names)
+    run = _toplabel_run(confidence, predictions, labels, fit, num_classes, class_names, meta, model, dataset)
+    names = _toplabel_names(run, names)
+    opts = tuple((n, o) for n, o in opts if n in names)
+    needing = [c for c in names if c != "none"]
+    if needing and fit is None:
+        raise ParameterError(f"Calibrators other than 'none' ({', '.join(needing)}) need fit=(confidence, "
+                             f"predictions, labels), the held-out vectors they are fitted on.", "fit")
+    return _run(run, names, settings, opts, fit is not None, n_boot=n_boot, seed=seed, level=level, device=device,
+                progress=progress, members=None)
+
+
+def _run(run, names, settings, opts, has_fit: bool, *, n_boot, seed, level, device, progress, members) -> Result:
+    """The request of the in-memory ``run`` (test split, fit split when ``has_fit``), every setting checked before
+    any work, evaluated by a fresh engine."""
     first = settings[0]
-    req = EvalRequest(file=run.path, run=run.info.name, eval_split=TEST, fit_split=FIT if fit is not None else None,
+    req = EvalRequest(file=run.path, run=run.info.name, eval_split=TEST, fit_split=FIT if has_fit else None,
                       calibrators=names, bins=first.bins, n_boot=n_boot, seed=seed, level=level,
                       bandwidth=first.bandwidth, kernel=first.kernel, device=device, options=opts)
     for s in settings:                  # every setting refused before any work, as the command line does

@@ -12,6 +12,12 @@ holding the same arrays, with the same :class:`~calibview.core.io.schema.RunInfo
 and float64 scores are handed on as read-only views of the caller's arrays, float16 is widened to float32 (as
 the reader widens it), labels become int64.
 
+:func:`register_toplabel` holds a top-label run (the confidence, predictions and labels of each split, the form of
+:mod:`calibview.core.io.toplabel`), validated by that form's rules; :func:`read_toplabel` answers as
+:func:`calibview.core.io.toplabel.read.read_toplabel` does on a file holding the same vectors (confidence float64,
+predictions and labels int64, read-only; float64 confidences are handed on as views, others widened as the reader
+widens them).
+
 The registry holds the runs weakly: a run lives as long as its :class:`ArrayRun` is referenced (by the result
 that evaluated it), and a path is never reused, so the engine's cache keys of different arrays never meet.
 """
@@ -32,6 +38,7 @@ from calibview.core.io import meta as md
 from calibview.core.io.checks import validate_arrays
 from calibview.core.io.members import format as mf
 from calibview.core.io.schema import RunInfo, SplitData, SplitInfo
+from calibview.core.io.toplabel import format as tf
 
 PREFIX = "<arrays:"
 
@@ -43,7 +50,7 @@ _COUNTER = itertools.count(1)
 class ArrayRun:
     """One run of in-memory splits: ``path`` (the pseudo-path a request names as its file), ``info`` (the
     RunInfo, ``info.name`` is "model/dataset") and ``data`` (split name -> validated SplitData: scores (N, K)
-    float32/float64 read-only, labels (N,) int64 read-only), ``meta`` (split name -> column -> (N,) array)."""
+    float32/float64 read-only, labels (N,) int64 read-only; of a top-label run, TopLabelData), ``meta`` (split name -> column -> (N,) array)."""
 
     def __init__(self, path: str, info: RunInfo, data: Mapping[str, SplitData],
                  meta: Mapping[str, Mapping[str, np.ndarray]],
@@ -164,6 +171,76 @@ def register(model: str, dataset: str, splits: Mapping[str, tuple[str, object, o
     return run
 
 
+def _num_classes(label: str, num_classes, class_names: Optional[tuple[str, ...]]) -> int:
+    """K of a top-label run: ``num_classes`` (one integer >= 2), else the number of class names, else 0 (unknown)."""
+    if num_classes is not None:
+        if isinstance(num_classes, bool) or not isinstance(num_classes, (int, np.integer)) or int(num_classes) < 2:
+            raise CalibviewError(f"{label}: num_classes must be one integer >= 2 (the number of classes K) but is "
+                                 f"{num_classes!r}.")
+        if class_names is not None and len(class_names) != int(num_classes):
+            raise CalibviewError(f"{label}: {len(class_names)} class names were given but num_classes is "
+                                 f"{int(num_classes)}.")
+        return int(num_classes)
+    return len(class_names) if class_names is not None else 0
+
+
+def _toplabel_vectors(label: str, shown: Mapping[str, str], conf, pred, labels, k: int):
+    """The (confidence float64, predictions int64, labels int64) of one split, checked by the top-label rules
+    (:mod:`calibview.core.io.toplabel.format`) and read-only; float64 native confidences are not copied."""
+    given = {tf.CONFIDENCE: np.asarray(conf), tf.PREDICTIONS: np.asarray(pred), tf.LABELS: np.asarray(labels)}
+    tf.check_layout(label, "", {a: v.shape for a, v in given.items()}, {a: v.dtype for a, v in given.items()},
+                    names=shown)
+    c = _native(given[tf.CONFIDENCE].astype(np.float64, copy=False))
+    p, y = (_native(given[a].astype(np.int64, copy=False)) for a in (tf.PREDICTIONS, tf.LABELS))
+    tf.check_values(label, "", c, p, y, k, names=shown)
+    return _read_only(c), _read_only(p), _read_only(y)
+
+
+def register_toplabel(model: str, dataset: str, splits: Mapping[str, tuple[object, object, object]], *,
+                      num_classes: Optional[int] = None, label: str = "arrays",
+                      names: Optional[Mapping[str, tuple[str, str, str]]] = None,
+                      class_names: Optional[Sequence[str]] = None,
+                      meta: Optional[Mapping[str, Mapping[str, object]]] = None,
+                      attrs: Optional[Mapping[str, str]] = None) -> ArrayRun:
+    """Validate ``splits`` ({name: (confidence (N,) float in [0, 1], predictions (N,) int, labels (N,) int)}) by the
+    rules of a top-label file and hold them as one top-label run ``model/dataset``. K is ``num_classes``, else the
+    number of ``class_names``, else unknown (``info.k`` 0, as a file without ``num_classes``): predictions and
+    labels must then be >= 0 only. Messages start with ``label`` and name each split's vectors by
+    ``names[split]`` ((confidence, predictions, labels) names; default "<split> confidence", ...)."""
+    names = dict(names or {})
+    cnames = None if class_names is None else tuple(str(c) for c in class_names)
+    k = _num_classes(label, num_classes, cnames)
+    checked: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+    stored: dict[str, str] = {}
+    for split, (conf, pred, labels) in dict(splits).items():
+        shown = dict(zip((tf.CONFIDENCE, tf.PREDICTIONS, tf.LABELS),
+                         names.get(split, tuple(f"{split} {a}" for a in (tf.CONFIDENCE, tf.PREDICTIONS, tf.LABELS)))))
+        stored[split] = str(np.asarray(conf).dtype)
+        checked[split] = _toplabel_vectors(label, shown, conf, pred, labels, k)
+    columns: dict[str, dict[str, np.ndarray]] = {}
+    for split, cols in (meta or {}).items():
+        if split not in checked:
+            raise CalibviewError(f"{label}: metadata was given for split '{split}', which is not among the splits "
+                                 f"({', '.join(checked)}).")
+        for column, values in (cols or {}).items():
+            md.check_name(label, f"meta of {split}", column)
+            columns.setdefault(split, {})[column] = md.validate(label, f"meta[{column!r}]", values,
+                                                                checked[split][0].shape[0])
+    path = f"{PREFIX}{next(_COUNTER)}:{uuid.uuid4().hex[:12]}>"
+    run_path = "/" + "/".join([model] + ([dataset] if dataset else []))
+    infos = tuple(SplitInfo(name=split, path=f"{run_path}/{split}", n=int(c.shape[0]), k=k, kind=tf.KIND,
+                            dtype=stored[split], meta=tuple(columns.get(split, {})))
+                  for split, (c, _, _) in checked.items())
+    info = RunInfo(file=path, name=f"{model}/{dataset}" if dataset else model, model=model, dataset=dataset,
+                   path=run_path, k=k, splits=infos, class_names=cnames,
+                   attrs=MappingProxyType({str(a): str(v) for a, v in (attrs or {}).items()}))
+    data = {sp.name: tf.TopLabelData(*checked[sp.name], k=k, info=sp, run=info) for sp in infos}
+    run = ArrayRun(path, info, data, columns)
+    with _LOCK:
+        _RUNS[path] = run
+    return run
+
+
 def _ensemble(members: np.ndarray) -> np.ndarray:
     """(N, K) float64 mean of the (M, N, K) members' softmax probabilities, member by member."""
     total = np.zeros(members.shape[1:], np.float64)
@@ -211,6 +288,9 @@ def read_split(path: Optional[str], run: Union[str, RunInfo], split: str, *, chu
     held = lookup(path if path is not None else run.file)      # type: ignore[union-attr]
     check_cancel(cancel)
     info = held.info.split(split)                               # the RunInfo's sentence for a split it lacks
+    if info.kind == tf.KIND:
+        raise CalibviewError(f"{held.path}: split {split} of {held.info.name} is a top-label split (confidence, "
+                             f"predictions, labels), which has no (N, K) scores to read.")
     report(progress, 1.0, f"Read {info.n} rows of {split} (in memory)")
     if member is None or member == "ensemble":
         return held.data[split]
@@ -219,3 +299,18 @@ def read_split(path: Optional[str], run: Union[str, RunInfo], split: str, *, chu
         return held.own[split]
     return SplitData(scores=held.members[split][int(member)], labels=held.data[split].labels, kind="logits",
                      info=info, run=held.info)
+
+
+def read_toplabel(path: Optional[str], run: Union[str, RunInfo], split: str, *,
+                  progress: Optional[Progress] = None,
+                  cancel: Optional[threading.Event] = None) -> tf.TopLabelData:
+    """Split ``split`` of the in-memory top-label run at ``path`` (validated when registered, so nothing is read or
+    copied), as :func:`calibview.core.io.toplabel.read.read_toplabel` returns a file's."""
+    held = lookup(path if path is not None else run.file)      # type: ignore[union-attr]
+    check_cancel(cancel)
+    info = held.info.split(split)
+    if info.kind != tf.KIND:
+        raise CalibviewError(f"{held.path}: split {split} of {held.info.name} stores {info.kind}, not the top-label "
+                             f"form (confidence, predictions, labels).")
+    report(progress, 1.0, f"Read {info.n} rows of {split} (in memory)")
+    return held.data[split]

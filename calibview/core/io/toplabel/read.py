@@ -1,38 +1,28 @@
 """Reading a top-label split: :func:`read_toplabel` gives its confidence, predictions and labels as read-only
 (N,) vectors, read in chunks, each chunk validated (:func:`calibview.core.io.toplabel.format.check_values`)
-before the next, so a bad value is reported with its row and nothing is computed from it."""
+before the next, so a bad value is reported with its row and nothing is computed from it. The pseudo-path of an
+in-memory run (:mod:`calibview.core.io.arrays`, validated when registered) is answered from its arrays."""
 
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
 from typing import Optional, Union
 
 import h5py
 import numpy as np
 
 from calibview.core.errors import CalibviewError, Progress, check_cancel, report
-from calibview.core.io import guard
+from calibview.core.io import arrays, guard
 from calibview.core.io.discovery import discover, find_run
 from calibview.core.io.limits import blocks
 from calibview.core.io.schema import PathLike, RunInfo, SplitInfo, abspath, join, oneline, open_file
 from calibview.core.io.toplabel import format as tf
+from calibview.core.io.toplabel.format import TopLabelData
+
+__all__ = ["TopLabelData", "read_toplabel"]
 
 #: rows read and checked at a time (three (rows,) vectors of 8 bytes: 24 MB)
 CHUNK_ROWS = 1 << 20
-
-
-@dataclass(frozen=True)
-class TopLabelData:
-    """The validated vectors of one top-label split, all (N,) and read-only: ``confidence`` float64 in [0, 1],
-    ``predictions`` and ``labels`` int64 class indices; ``k`` is K (0 when the file does not say)."""
-
-    confidence: np.ndarray
-    predictions: np.ndarray
-    labels: np.ndarray
-    k: int
-    info: SplitInfo
-    run: RunInfo
 
 
 def _resolve(file: str, run: Union[str, RunInfo], split: str) -> tuple[RunInfo, SplitInfo]:
@@ -57,6 +47,8 @@ def read_toplabel(path: Optional[PathLike], run: Union[str, RunInfo], split: str
                   cancel: Optional[threading.Event] = None) -> TopLabelData:
     """Read and validate the top-label split ``split`` of ``run`` (a name or a RunInfo; ``path`` may then be None).
     A split that is not of the top-label form is a CalibviewError."""
+    if arrays.is_memory(path if path is not None else getattr(run, "file", None)):
+        return arrays.read_toplabel(path, run, split, progress=progress, cancel=cancel)
     file = abspath(path if path is not None else run.file)  # type: ignore[union-attr]
     run_info, info = _resolve(file, run, split)
     if info.kind != tf.KIND:
