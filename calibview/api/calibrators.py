@@ -106,8 +106,17 @@ class Calibrator:
             raise CalibviewError(f"This {type(self).__name__} is not fitted yet; call .fit(logits, labels) first.")
         return fitted
 
+    def _top_label(self) -> bool:
+        from calibview.core.calibrators.toplabel import FORM
+
+        return (self._fitted().fit_info or {}).get("form") == FORM
+
     def _apply(self, logits: ArrayLike, proba: bool):
         fitted = self._fitted()
+        if self._top_label():
+            raise CalibviewError(f"This {type(self).__name__} was fitted on a top-label run (the predicted class's "
+                                 f"confidence against whether the prediction is right); apply it with "
+                                 f".predict_confidence(confidence), not to logits.")
         scores = logit_scores(logits)
         if scores.shape[1] != fitted.k:
             raise CalibviewError(f"This {type(self).__name__} was fitted on K = {fitted.k} classes but the logits "
@@ -131,6 +140,24 @@ class Calibrator:
         """(N, K) float64 calibrated probabilities of ``logits`` (N, K), bit for bit those that ``calibview
         apply`` writes: torch's exp of :meth:`predict_logits`, chunk by chunk."""
         return self._apply(logits, proba=True)
+
+    def predict_confidence(self, confidence: ArrayLike):
+        """(N,) float64 calibrated confidence of a calibrator fitted on a top-label run (``calibview.evaluate(
+        confidence=..., ...)``): the probability that the prediction is right, given the predicted class's
+        confidence (N,) in [0, 1]; the predictions themselves do not change. Exactly what ``calibview apply``
+        writes for a top-label run."""
+        from calibview.core.calibrators.toplabel import calibrated_confidence
+
+        fitted = self._fitted()
+        if not self._top_label() and fitted.method != "none":
+            raise CalibviewError(f"This {type(self).__name__} was fitted on every class's scores; apply it with "
+                                 f".predict_proba(logits), or fit it on a top-label run for confidences.")
+        c = torch.as_tensor(np.array(confidence, dtype=np.float64)).reshape(-1)
+        if c.numel() and not bool(((c >= 0) & (c <= 1)).all()):
+            raise CalibviewError("confidence must lie in [0, 1] (the predicted class's probability).")
+        with torch.no_grad():
+            out = calibrated_confidence(fitted, c).clamp(0.0, 1.0)
+        return out.numpy()
 
     # --- JSON ------------------------------------------------------------------------------------------------
 

@@ -192,3 +192,23 @@ def test_num_classes_with_logits_is_refused():
     with pytest.raises(CalibviewError, match=r"^num_classes is for a top-label run \(confidence=, predictions=, "
                                              r"labels=\); scores give K as their number of columns\.$"):
         cv.evaluate(z, np.zeros(20, int), num_classes=3, n_boot=0)
+
+
+def test_a_top_label_fit_applies_to_confidences_as_sklearn_does(cifar):
+    """``result.calibrators["ir"]`` of a top-label run maps confidences as scikit-learn's isotonic regression of
+    correctness on the fit split's confidence does, and refuses logits in one sentence; a logit fit refuses
+    confidences."""
+    from sklearn.isotonic import IsotonicRegression
+
+    (conf, pred, y), (fconf, fpred, fy) = cifar["toplabel"]
+    res = cv.evaluate(confidence=conf, predictions=pred, labels=y, fit=(fconf, fpred, fy), num_classes=10,
+                      calibrators=["none", "ir"], n_boot=0)
+    ir = res.calibrators["ir"]
+    iso = IsotonicRegression(out_of_bounds="clip", y_min=0.0, y_max=1.0).fit(fconf, (fpred == fy).astype(float))
+    np.testing.assert_allclose(ir.predict_confidence(conf), iso.predict(conf), rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(res.calibrators["none"].predict_confidence(conf), conf)
+    with pytest.raises(CalibviewError, match="predict_confidence"):
+        ir.predict_proba(cifar["logits"][0][0])
+    logit_ir = cv.evaluate(*cifar["logits"][0], fit=cifar["logits"][1], calibrators=["ir"], n_boot=0).calibrators["ir"]
+    with pytest.raises(CalibviewError, match="predict_proba"):
+        logit_ir.predict_confidence(conf)
