@@ -69,7 +69,7 @@ class Browser(QtWidgets.QWidget):
                     parent = models[run.model] = QtWidgets.QTreeWidgetItem(top, [run.model, "", ""])
                     parent.setData(0, FILE_ROLE, path)
                 splits = ", ".join(s.name for s in run.splits)
-                item = QtWidgets.QTreeWidgetItem(parent, [run.dataset or "(data)", str(run.k), splits])
+                item = QtWidgets.QTreeWidgetItem(parent, [run.dataset or "(data)", str(run.k or "?"), splits])
                 item.setToolTip(2, "\n".join(f"{s.name}: N = {s.n:,}" for s in run.splits))
                 item.setData(0, FILE_ROLE, path)
                 item.setData(0, RUN_ROLE, run.name)

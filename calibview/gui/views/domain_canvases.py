@@ -22,7 +22,7 @@ def split_title(ev, short: bool = False) -> str:
     """The diagram's title; side by side the run is in the window title and the table caption."""
     if short:
         return f"{ev.request.eval_split} · N = {ev.n_eval:,}"
-    return f"{ev.run.name} · {ev.request.eval_split} (N = {ev.n_eval:,}, K = {ev.k})"
+    return f"{ev.run.name} · {ev.request.eval_split} (N = {ev.n_eval:,}, K = {ev.k or '?'})"
 
 
 class DomainCanvases(QtWidgets.QWidget):

@@ -430,10 +430,10 @@ class MetricsTable(QtWidgets.QWidget):
         evs = self.metrics_model.evaluations()
         if len(evs) > 1:
             splits = ", ".join(f"{e.request.eval_split} (N = {e.n_eval:,})" for e in evs)
-            self._metrics_caption.setText(f"{ev.run.name} · splits {splits}, K = {ev.k}{fit} · {boot} · "
+            self._metrics_caption.setText(f"{ev.run.name} · splits {splits}, K = {ev.k or '?'}{fit} · {boot} · "
                                           "bold: best in column per split")
             return
-        self._metrics_caption.setText(f"{ev.run.name} · {req.eval_split} split, N = {ev.n_eval:,}, K = {ev.k}"
+        self._metrics_caption.setText(f"{ev.run.name} · {req.eval_split} split, N = {ev.n_eval:,}, K = {ev.k or '?'}"
                                       f"{fit} · {boot} · bold: best in column")
 
     def _update_per_class_caption(self) -> None:
