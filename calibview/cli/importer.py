@@ -8,12 +8,12 @@ import argparse
 from calibview.cli.options import add_input_options, add_lock_options
 from calibview.startup import add_log_options
 
-HELP = "convert .npz, .npy pairs, .pt logits or a .csv table into a calibview HDF5 file"
+HELP = "convert .npz, .npy pairs, .pt logits or a .csv (or .parquet) table into a calibview HDF5 file"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The source, the output and the names of what is written."""
-    p.add_argument("src", help="source file (.npz, .npy, .pt, .pth, .csv)")
+    p.add_argument("src", help="source file (.npz, .npy, .pt, .pth, .csv, .parquet)")
     p.add_argument("-o", "--out", required=True, help="HDF5 file to write (appended to if it exists)")
     p.add_argument("--model", default=None)
     p.add_argument("--dataset", default=None)
@@ -46,7 +46,7 @@ def run(args) -> int:
 
     from calibview.core.io.importers import import_arrays
 
-    if args.src.lower().endswith(".csv"):
+    if args.src.lower().endswith((".csv", ".parquet", ".pq")):
         return _run_csv(args)
     notes: list[str] = []
     runs = import_arrays(args.src, args.out, model=args.model, dataset=args.dataset, split=args.split,
@@ -63,13 +63,16 @@ def run(args) -> int:
 
 
 def _run_csv(args) -> int:
-    """A CSV table, streamed in chunks (a progress bar on a terminal)."""
+    """A CSV or Parquet table, streamed in chunks (a progress bar on a terminal)."""
     from calibview.cli.options import ProgressBar
     from calibview.core.io.csv_import.stream import import_csv
 
+    reader = import_csv
+    if not args.src.lower().endswith(".csv"):
+        from calibview.core.io.csv_import.parquet import import_parquet as reader
     bar = ProgressBar(enabled=False if getattr(args, "quiet", False) else None)
     try:
-        runs = import_csv(args.src, args.out, model=args.model, dataset=args.dataset, split=args.split,
+        runs = reader(args.src, args.out, model=args.model, dataset=args.dataset, split=args.split,
                           label_col=args.label_col, pred_col=args.pred_col, conf_col=args.conf_col,
                           num_classes=args.num_classes, overwrite=args.overwrite, progress=bar)
     finally:

@@ -11,7 +11,7 @@ import csv
 import io
 import os
 from pathlib import Path
-from typing import Optional
+from typing import Iterable, Optional
 
 import h5py
 import numpy as np
@@ -181,55 +181,80 @@ def import_csv(src, out, *, model: Optional[str] = None, dataset: Optional[str] 
     Rows go to split ``split`` (default "all"), or by the table's ``split`` column, of which ``split`` then
     selects one. K is ``num_classes`` or the class columns' count (a top-label table without it: unknown).
     Nothing is written when any row is refused (one sentence naming the line)."""
-    src_path, file = Path(abspath(src)), abspath(out)
-    if not src_path.is_file():
-        raise CalibviewError(f"{src_path}: the file does not exist; check the path.")
-    safe_io.refuse_overwriting_inputs([Path(file)], [src_path])
-    if num_classes is not None and int(num_classes) < 2:
-        raise CalibviewError(f"--num-classes must be at least 2, not {num_classes}.")
-    model = model or src_path.stem
-    dataset = "data" if dataset is None else dataset
-    rpath = run_path(file, model, dataset)
+    src_path = _source(src)
     size = max(1, os.path.getsize(src_path))
-    exists = os.path.exists(file)
-    if exists and not h5py.is_hdf5(file):
-        raise CalibviewError(f"{file}: the output exists and is not an HDF5 file; refusing to overwrite it.")
     with open(src_path, "rb") as raw:
         text = io.TextIOWrapper(raw, encoding="utf-8-sig", errors="replace", newline="")
         reader = csv.reader(text)
         header = next(reader, None)
         if not header:
             raise CalibviewError(f"{src_path}: the table is empty; its first line must name the columns.")
-        layout = guess(str(src_path), header, label_col=label_col, pred_col=pred_col, conf_col=conf_col)
-        k = len(layout.classes) if layout.form == "classes" else int(num_classes or 0)
-        if layout.form == "classes" and num_classes and int(num_classes) != k:
-            raise CalibviewError(f"{src_path}: --num-classes {num_classes} but the table has {k} class columns.")
+
+        def chunks():
+            line, rows = 2, []
+            for row in reader:
+                if not row or (len(row) == 1 and not row[0].strip()):
+                    continue                                  # blank lines, as csv readers skip them
+                if not rows:
+                    line = reader.line_num
+                rows.append(row)
+                if len(rows) == chunk_rows:
+                    yield rows, line, min(0.99, raw.tell() / size)
+                    rows = []
+            if rows:
+                yield rows, line, 0.99
+
         try:
-            with safe_io.atomic_hdf5(file) as tmp, h5py.File(tmp, "r+" if exists else "w", track_order=True,
-                                                             rdcc_nbytes=0) as f:     # see _Split
-                group = run_group(f, file, rpath)
-                imp = _Importer(str(src_path), layout, group, k, split, overwrite)
-                line, rows = 2, []
-                for row in reader:
-                    if not row or (len(row) == 1 and not row[0].strip()):
-                        continue                                  # blank lines, as csv readers skip them
-                    if not rows:
-                        line = reader.line_num
-                    rows.append(row)
-                    if len(rows) == chunk_rows:
-                        imp.chunk(rows, line)
-                        rows = []
-                        report(progress, min(0.99, raw.tell() / size), f"Read {imp.rows_seen:,} rows of "
-                                                                       f"{src_path.name}")
-                if rows:
-                    imp.chunk(rows, line)
-                if not imp.splits:
-                    which = f" of split {split!r}" if split and layout.split is not None else ""
-                    raise CalibviewError(f"{src_path}: the table has no rows{which} to import.")
-                set_run_attrs(group, k if layout.form == tf.KIND and k else None, layout.class_names, None)
+            return import_rows(src_path, out, header, chunks(), model=model, dataset=dataset, split=split,
+                               label_col=label_col, pred_col=pred_col, conf_col=conf_col, num_classes=num_classes,
+                               overwrite=overwrite, progress=progress)
         except csv.Error as e:
             raise CalibviewError(f"{src_path}: line {reader.line_num} is not valid CSV ({oneline(e)}).") from None
-        except OSError as e:
-            raise CalibviewError(f"{file}: could not write {rpath} ({oneline(e)}).") from None
+
+
+def _source(src) -> Path:
+    src_path = Path(abspath(src))
+    if not src_path.is_file():
+        raise CalibviewError(f"{src_path}: the file does not exist; check the path.")
+    return src_path
+
+
+def import_rows(src_path: Path, out, header: list[str], chunks: Iterable[tuple[list[list[str]], int, float]], *,
+                model: Optional[str] = None, dataset: Optional[str] = None, split: Optional[str] = None,
+                label_col: Optional[str] = None, pred_col: Optional[str] = None, conf_col: Optional[str] = None,
+                num_classes: Optional[int] = None, overwrite: bool = False, progress: Optional[Progress] = None
+                ) -> list[RunInfo]:
+    """The import of any table read in chunks: ``header`` names its columns, ``chunks`` yields (rows, the line
+    (or row) number of the first, the fraction of the source read) with each row a list of cells as text. The
+    layout is guessed from the header; the rows are checked and appended chunk by chunk to ``out`` (replaced
+    only when every chunk was read, :func:`import_csv`)."""
+    file = abspath(out)
+    safe_io.refuse_overwriting_inputs([Path(file)], [src_path])
+    if num_classes is not None and int(num_classes) < 2:
+        raise CalibviewError(f"--num-classes must be at least 2, not {num_classes}.")
+    model = model or src_path.stem
+    dataset = "data" if dataset is None else dataset
+    rpath = run_path(file, model, dataset)
+    exists = os.path.exists(file)
+    if exists and not h5py.is_hdf5(file):
+        raise CalibviewError(f"{file}: the output exists and is not an HDF5 file; refusing to overwrite it.")
+    layout = guess(str(src_path), header, label_col=label_col, pred_col=pred_col, conf_col=conf_col)
+    k = len(layout.classes) if layout.form == "classes" else int(num_classes or 0)
+    if layout.form == "classes" and num_classes and int(num_classes) != k:
+        raise CalibviewError(f"{src_path}: --num-classes {num_classes} but the table has {k} class columns.")
+    try:
+        with safe_io.atomic_hdf5(file) as tmp, h5py.File(tmp, "r+" if exists else "w", track_order=True,
+                                                         rdcc_nbytes=0) as f:     # see _Split
+            group = run_group(f, file, rpath)
+            imp = _Importer(str(src_path), layout, group, k, split, overwrite)
+            for rows, line, fraction in chunks:
+                imp.chunk(rows, line)
+                report(progress, fraction, f"Read {imp.rows_seen:,} rows of {src_path.name}")
+            if not imp.splits:
+                which = f" of split {split!r}" if split and layout.split is not None else ""
+                raise CalibviewError(f"{src_path}: the table has no rows{which} to import.")
+            set_run_attrs(group, k if layout.form == tf.KIND and k else None, layout.class_names, None)
+    except OSError as e:
+        raise CalibviewError(f"{file}: could not write {rpath} ({oneline(e)}).") from None
     report(progress, 1.0, f"Imported {imp.rows_seen:,} rows of {src_path.name}")
     return [find_run(list_runs(file), rpath)]
