@@ -80,6 +80,25 @@ def _alphas(text: str) -> list[float]:
     return out
 
 
+def toplabel_left_out(runs: list, *, named: bool, allow_none: bool = False) -> list:
+    """``runs`` without the top-label runs, which have no conformal sets: each skipped with a note on stderr when
+    the file's runs were taken as a whole, refused (one sentence) when one was named or none is left (unless
+    ``allow_none``: the report, whose other files they still get)."""
+    import logging
+
+    from calibview.core.evaluation.toplabel.absent import NO_CONFORMAL_REASON, is_toplabel
+
+    top = [r for r in runs if is_toplabel(r)]
+    if top and (named or (len(top) == len(runs) and not allow_none)):
+        which = (f"Run {top[0].name} is a top-label run" if len(top) == 1 else
+                 f"Runs {', '.join(r.name for r in top)} are top-label runs")
+        raise CalibviewError(f"{which}: {NO_CONFORMAL_REASON}.")
+    for r in top:
+        logging.getLogger("calibview").warning(f"note: run {r.name} is a top-label run: skipping it "
+                                               f"({NO_CONFORMAL_REASON}).")
+    return [r for r in runs if not is_toplabel(r)]
+
+
 def run(args) -> int:
     """Compute every run's records, then print them (a table, or --json) or write conformal.csv and .png."""
     import json
@@ -102,7 +121,8 @@ def run(args) -> int:
         raise CalibviewError("Give either FILE or --shards, not both.")
     file = eval_file(args)
     runs = (shards if shards.is_pattern(file) else discovery).list_runs(file)
-    chosen = [discovery.find_run(runs, name) for name in args.run] if args.run else runs
+    chosen = toplabel_left_out([discovery.find_run(runs, name) for name in args.run] if args.run else runs,
+                               named=bool(args.run))
     if args.out and len(chosen) > 1:
         raise CalibviewError(f"--out draws one run's conformal.png; name one with --run (the file has "
                              f"{len(chosen)}: {', '.join(r.name for r in chosen)}).")

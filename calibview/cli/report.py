@@ -109,13 +109,17 @@ def conformal_results(engine, evaluations, args) -> list:
     """The conformal evaluation of each run of ``evaluations`` at ``--conformal``'s levels: every score, the
     uncalibrated probabilities, qhat on the run's fit split (``val`` when it has none), coverage and size on its
     evaluation split with the report's resamples. Computed before anything is written."""
-    from calibview.cli.conformal import _alphas
+    from calibview.cli.conformal import _alphas, toplabel_left_out
     from calibview.core.evaluation import defaults
     from calibview.core.evaluation.conformal import evaluate_conformal
 
     alphas = _alphas(args.conformal)
+    runs = {(ev.run.file, ev.run.name): ev.run for ev in evaluations}
+    kept = {(r.file, r.name) for r in toplabel_left_out(list(runs.values()), named=False, allow_none=True)}
     out = []
     for ev in evaluations:
+        if (ev.run.file, ev.run.name) not in kept:        # a top-label run: noted, and no conformal sets
+            continue
         req = ev.request
         out.append(evaluate_conformal(engine, req.file, ev.run.name, calib_split=req.fit_split or defaults.CALIB_SPLIT,
                                       eval_split=req.eval_split, alphas=alphas, scores=defaults.CONFORMAL_SCORES,

@@ -31,6 +31,7 @@ from calibview.core.errors import CalibviewError, report
 from calibview.core.evaluation.records import metrics_rows
 from calibview.core.evaluation.request import EvalRequest, check_request, default_splits
 from calibview.core.evaluation.results import Evaluation
+from calibview.core.evaluation.toplabel.absent import absent_between, absent_metrics, blank
 
 REFUSAL = "paired differences need the same samples"
 #: the settings every compared request must share (the resamples and what each interval means)
@@ -126,7 +127,7 @@ def refusal(ref: schema.RunInfo, run: schema.RunInfo, split: str) -> Optional[st
     info, ref_info = run.split(split), ref.split(split)
     if info.n != ref_info.n:
         return f"{pair}: their {split} splits have {info.n:,} and {ref_info.n:,} samples, and {REFUSAL}."
-    if info.k != ref_info.k:
+    if info.k != ref_info.k and info.k and ref_info.k:        # K 0: unknown (a top-label run); the labels decide
         return f"{pair}: they have K = {info.k} and K = {ref_info.k} classes, and {REFUSAL}."
     return None
 
@@ -173,6 +174,7 @@ def compare_rows(evaluations: Sequence[Evaluation], distributions: Sequence[dict
                 r_ref = None
             if i == reference:
                 row.update(reference_columns(marks=True))
+                blank(row, absent_metrics(ev.run), deltas_only=True)
             else:
                 level = ev.request.level
                 values = {m: e.value for m, e in ev.result(name).metrics.items()}
@@ -180,6 +182,7 @@ def compare_rows(evaluations: Sequence[Evaluation], distributions: Sequence[dict
                 row.update(delta_columns(values, ref_values, distributions[i].get(name, {}),
                                          distributions[reference].get(name, {}) if r_ref is not None else {},
                                          lambda d, r: paired_difference(d, r, level), marks=True))
+                blank(row, absent_between(ev.run, ref.run), deltas_only=True)   # a difference of unlike things
             rows.append(row)
     return rows
 

@@ -29,7 +29,9 @@ from calibview.core.evaluation import defaults
 from calibview.core.evaluation.job import Job
 from calibview.core.evaluation.request import EvalRequest, check_request
 from calibview.core.evaluation.slices import _read_column, slice_codes
+from calibview.core.evaluation.toplabel.absent import NO_CONFORMAL_REASON
 from calibview.core.io import stream
+from calibview.core.io.toplabel.format import is_toplabel
 from calibview.core.stats import conformal as cf
 from calibview.core.stats.metrics import chunk_rows
 from calibview.core.stats.resampling import Resampler, percentile_interval
@@ -98,6 +100,8 @@ def evaluate_conformal(engine, file: str, run: str, *, calib_split: str = "val",
     probe = Job(engine.cache, EvalRequest(file=str(file), run=run, eval_split=eval_split, fit_split=None,
                                           calibrators=("none",), device=device), [])
     info = probe.run_info
+    if is_toplabel(info):
+        raise CalibviewError(f"Run {info.name} is a top-label run: {NO_CONFORMAL_REASON}.")
     info.split(calib_split)
     needs_fit = any(c != "none" for c in calibrators)
     if needs_fit:

@@ -16,7 +16,9 @@ from typing import Callable, Optional, Sequence
 from calibview.core.stats.deltas import (delta_columns, independent_difference,  # noqa: F401 (public here)
                                         reference_columns)
 from calibview.core.evaluation.results import Evaluation
+from calibview.core.evaluation.toplabel.absent import absent_metrics, blank
 from calibview.core.stats.metrics import METRIC_NAMES
+
 
 def _groups(evaluations: Sequence[Evaluation]) -> list[list[Evaluation]]:
     """Evaluations of one run, fit split and setting, one per eval split (in the order given)."""
@@ -59,5 +61,5 @@ def domain_rows(evaluations: Sequence[Evaluation],
                         {m: e.value for m, e in r.metrics.items()}, {m: e.value for m, e in r_ref.metrics.items()},
                         dists[id(ev)].get(r.name, {}), dists[id(ref)].get(r.name, {}),
                         lambda d, ref, req=req: independent_difference(d, ref, req.level, req.seed)))
-                rows.append(row)
+                rows.append(blank(row, absent_metrics(ev.run)))     # as in metrics: None, not NaN
     return rows

@@ -34,11 +34,8 @@ import torch
 
 from calibview.core.stats import auroc as au
 from calibview.core.stats import intervals
-from calibview.core.io import memory
-from calibview.core.io import discovery
+from calibview.core.io import arrays, discovery, memory, schema, shards, stream
 from calibview.core.io import logits as lg
-from calibview.core.io import schema
-from calibview.core.io import arrays, shards, stream
 from calibview.core.stats.bootstrap import ClasswiseBootstrap, SampleBootstrap, mixed_classes
 from calibview.core.stats.resampling import ResampleBlock, Resampler
 from calibview.core.stats.deltas import delta_columns, paired_difference
@@ -46,6 +43,8 @@ from calibview.core.errors import CalibviewError, ParameterError, check_cancel, 
 from calibview.core.evaluation.defaults import MIN_SLICE, SLICE_BINS
 from calibview.core.evaluation.records import setting_fields
 from calibview.core.evaluation.request import EvalRequest, check_request
+from calibview.core.evaluation.toplabel.absent import absent_metrics, blank, is_toplabel
+from calibview.core.evaluation.toplabel.slicing import check_by, class_codes
 from calibview.core.evaluation.tensors import resolve_device, scores_tensor
 from calibview.core.stats.metrics import METRIC_NAMES, SampleStats, StatsAccumulator, chunk_rows, resolve_bins
 from calibview.core.stats.points import compute_part, resample_part
@@ -153,6 +152,7 @@ def evaluate_slices(engine, req: EvalRequest, by: str, *, slice_bins: int = SLIC
     run = discovery.find_run((shards if shards.is_pattern(req.file) else discovery).list_runs(req.file), req.run)
     info = run.split(req.eval_split)
     names = codes = None
+    check_by(run, req.eval_split, by, BY_EPISTEMIC)
     if by == BY_EPISTEMIC and info.members:
         from calibview.core.evaluation.members.uncertainty import of_split, terciles
         names, codes = EPISTEMIC_SLICES, terciles(of_split(req.file, run, req.eval_split, cancel)).astype(np.int64)
@@ -167,8 +167,7 @@ def evaluate_slices(engine, req: EvalRequest, by: str, *, slice_bins: int = SLIC
     fitted = engine.fitted(req, cancel=cancel)
     first = next(iter(scored.values())).stats
     if names is None:
-        names = run.class_names or tuple(str(c) for c in range(run.k))
-        codes = first.labels
+        names, codes = class_codes(run, first.labels)
     slices = _group(names, codes)
     small = tuple(s.name for s in slices if s.n < min_slice)
     if len(small) == len(slices):
@@ -285,6 +284,8 @@ def _classwise(req, run, info, fitted, scored, slices, b, counts, units, min_sli
     no per-slice AUROC."""
     k, names = run.k, list(scored)
     out: dict = {}
+    if is_toplabel(run):          # no class probabilities: the class-wise sums stay NaN, no AUROC
+        return out, [], {}
     if memory.memory_bytes(info) > (req.max_memory or memory.DEFAULT_MAX_MEMORY):
         split = stream.StreamedSplit(req.file, run, req.eval_split, device=device, chunk_rows=req.chunk_rows)
         try:
@@ -483,7 +484,7 @@ def _record(req, run, by, name, s: Slice, values, dists, k, b, min_slice) -> dic
     lo, hi = rec["delta_ece_lo"], rec["delta_ece_hi"]
     rec["flagged"] = bool(s.name is not None and s.n >= min_slice and np.isfinite(lo) and np.isfinite(hi)
                           and (lo > 0 or hi < 0))
-    return rec
+    return blank(rec, absent_metrics(run))          # as in metrics: None, not NaN
 
 
 def _interval(values: np.ndarray, estimate: float, level: float, choice: str, metric: str

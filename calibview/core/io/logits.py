@@ -22,6 +22,7 @@ from calibview.core.io.discovery import discover, find_run
 from calibview.core.io.limits import blocks, cost
 from calibview.core.io.members import format as mf
 from calibview.core.io.members import read as mr
+from calibview.core.io.toplabel import format as toplabel_format
 from calibview.core.io.schema import (CHUNK_BYTES, PathLike, RunInfo, SplitData, SplitInfo, abspath, join,
                                       oneline, open_file)
 
@@ -86,7 +87,12 @@ def read_labels(ds: h5py.Dataset, out: np.ndarray, start: int, stop: int, file: 
 
 def open_split(f: h5py.File, file: str, info: SplitInfo) -> tuple[h5py.Dataset, h5py.Dataset, np.dtype]:
     """(scores dataset, labels dataset, output dtype) of the split ``info`` in the open file ``f``, re-checked
-    (guard, shapes, dtypes) in case the file changed since it was listed."""
+    (guard, shapes, dtypes) in case the file changed since it was listed. A top-label split has no scores
+    matrix: what asks for one is refused by name, not as a file that changed."""
+    if info.kind == toplabel_format.KIND:
+        raise CalibviewError(f"{file}: {info.path} is a top-label split (confidence, predictions, labels), which "
+                             f"stores only the confidence of the predicted class; this needs every class's "
+                             f"logit or probability.")
     scores, labels = guard.resolve(f, info.scores_path, file), guard.resolve(f, info.labels_path, file)
     if not (isinstance(scores, h5py.Dataset) and isinstance(labels, h5py.Dataset)):
         raise CalibviewError(f"{file}: {info.scores_path} or {info.labels_path} is no longer a dataset; the file "

@@ -56,7 +56,7 @@ def write_splits(path: PathLike, model: str, dataset: str, splits: Mapping[str, 
     checked = {name: (kind, *validate_arrays(file, join(join(run_path, name), kind),
                                              join(join(run_path, name), "labels"), kind, scores, labels))
                for name, (kind, scores, labels) in splits.items()}
-    columns = _checked_meta(file, run_path, checked, meta or {})
+    columns = checked_meta(file, run_path, checked, meta or {})
     ks = sorted({scores.shape[1] for _, scores, _ in checked.values()})
     if len(ks) != 1:
         raise CalibviewError(f"{file}: the splits written to {run_path} have different class counts K = {ks}.")
@@ -146,8 +146,9 @@ def _check_existing(f: h5py.File, file: str, run_path: str, checked: dict, names
                                  f"replace them.")
 
 
-def _checked_meta(file: str, run_path: str, checked: dict, meta: Mapping) -> dict:
-    """{split: {column: validated (N,) array}}, every column checked before anything is written."""
+def checked_meta(file: str, run_path: str, checked: dict, meta: Mapping) -> dict:
+    """{split: {column: validated (N,) array}}, every column checked before anything is written; ``checked`` maps
+    each split written to a tuple whose second item has the split's N rows."""
     out = {}
     for split, columns in meta.items():
         if split not in checked:
@@ -161,7 +162,8 @@ def _checked_meta(file: str, run_path: str, checked: dict, meta: Mapping) -> dic
     return out
 
 
-def _write_meta(split: h5py.Group, columns: Mapping[str, np.ndarray], compression: Optional[str]) -> None:
+def write_meta(split: h5py.Group, columns: Mapping[str, np.ndarray], compression: Optional[str]) -> None:
+    """The split group's ``meta`` group holding ``columns`` (validated by :func:`checked_meta`)."""
     group = split.create_group(md.META_GROUP, track_order=True)
     for column, values in columns.items():
         if values.dtype == object:                 # strings, stored as variable-length UTF-8
@@ -188,7 +190,7 @@ def _write_into(f: h5py.File, run_path: str, checked: dict, names, attrs, compre
         _write_dataset(split, kind, scores, compression)
         _write_dataset(split, "labels", labels, compression, dtype=np.dtype(np.int64))
         if (columns or {}).get(name):
-            _write_meta(split, columns[name], compression)
+            write_meta(split, columns[name], compression)
 
 
 def _write_dataset(group: h5py.Group, name: str, data: np.ndarray, compression: Optional[str],

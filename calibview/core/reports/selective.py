@@ -91,18 +91,24 @@ def audit_rows(ev, scored: dict, thresholds: Sequence[float] = DEFAULT_AUDIT) ->
     return rows
 
 
+def class_count(ev, fit_scored: dict, eval_scored: dict) -> int:
+    """K of ``ev``; for a top-label run that does not say (K 0), the classes seen in either split's predictions
+    and labels (each split's stats count 0 .. its largest index)."""
+    return ev.k or max(sc.stats.k for scored in (fit_scored, eval_scored) for sc in scored.values())
+
+
 def threshold_rows(ev, fit_scored: dict, eval_scored: dict, target: float) -> list[dict]:
     """Per calibrator and class: the threshold chosen on the fit split (None when the target is unreachable) and
     the precision and coverage it achieves on the fit and the evaluation split."""
     from calibview.core.stats import selective as sel
 
-    rows, names = [], ev.run.class_names
+    rows, names, k = [], ev.run.class_names, class_count(ev, fit_scored, eval_scored)
     for r in ev.results:
         f, e = fit_scored[r.name].stats, eval_scored[r.name].stats
-        t = sel.per_class_thresholds(f.conf, f.pred, f.correct, ev.k, target)
+        t = sel.per_class_thresholds(f.conf, f.pred, f.correct, k, target)
         on_fit = sel.apply_thresholds(f.conf, f.pred, f.correct, t)
         on_eval = sel.apply_thresholds(e.conf, e.pred, e.correct, t)
-        for c in range(ev.k):
+        for c in range(k):
             rows.append({"model": ev.run.model, "dataset": ev.run.dataset, "fit_split": ev.request.fit_split,
                          "eval_split": ev.request.eval_split, "calibrator": r.name, "class": c,
                          "class_name": names[c] if names is not None and c < len(names) else "",
@@ -166,7 +172,7 @@ def write_selective(engine, evaluations, out_dir: str | os.PathLike, audit: Sequ
             hits = sum(x["eval_precision"] * x["eval_n_accepted"] for x in mine if x["eval_n_accepted"])
             prec = f"precision {hits / acc:.4f}" if acc else "nothing accepted"
             messages.append(f"{ev.run.name} {r.name}: target precision {target_precision:g} reachable for "
-                            f"{reached} of {ev.k} classes on {ev.request.fit_split}; on {ev.request.eval_split} "
+                            f"{reached} of {class_count(ev, fit, scored)} classes on {ev.request.fit_split}; on {ev.request.eval_split} "
                             f"they accept {acc / ev.n_eval:.1%} of the samples at {prec}")
     paths = [out / "selective.csv", out / "audit.csv"]
     atomic_write(paths[0], rows_csv(curve, SELECTIVE_COLUMNS))

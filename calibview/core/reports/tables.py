@@ -16,6 +16,7 @@ from calibview.core.errors import ParameterError
 from calibview.core.evaluation.records import (ID_COLUMNS, SETTING_COLUMNS, metric_columns,  # noqa: F401
                                                metrics_rows, run_groups)
 from calibview.core.evaluation.results import Evaluation
+from calibview.core.evaluation.toplabel.absent import absent_metrics
 from calibview.core.io.safe_io import atomic_write
 from calibview.core.stats.metrics import METRIC_NAMES
 
@@ -173,10 +174,12 @@ def rankings(evaluations: Iterable[Evaluation]) -> tuple[list[dict], list[str]]:
         per_setting = []
         for ev in group:
             setting = (ev.n_bins, float(ev.request.bandwidth), ev.request.kernel)
-            values = {m: {r.name: r.metrics[m].value for r in ev.results} for m in RANKED_BY}
-            ranks = {m: _ranks(values[m]) for m in RANKED_BY}
+            absent = absent_metrics(ev.run)            # a top-label run has no Brier score: no rank by it
+            values = {m: {r.name: None if m in absent else r.metrics[m].value for r in ev.results}
+                      for m in RANKED_BY}
+            ranks = {m: ({n: None for n in values[m]} if m in absent else _ranks(values[m])) for m in RANKED_BY}
             for m in RANKED_BY:
-                orders[m][setting] = tuple(sorted(values[m], key=lambda n: (ranks[m][n], n)))
+                orders[m][setting] = tuple(sorted(values[m], key=lambda n: (ranks[m][n] or 0, n)))
             per_setting.append((ev, setting, values, ranks))
         changed = [m for m in RANKED_BY if len(set(orders[m].values())) > 1]
         ev0 = group[0]

@@ -40,3 +40,32 @@ def skipped_note(run, skipped: Iterable[str]) -> str:
     skipped = tuple(skipped)
     return (f"note: run {run.name} is a top-label run: skipping {', '.join(skipped)} ({DISABLED_REASON}); "
             f"hb, ir, platt and beta calibrate its confidence.")
+
+
+#: the metrics a top-label run computes from the top-label Brier term (c - correct)^2 where a full run uses the
+#: full Brier score: comparable within a form, not between a top-label run and a full one
+FORM_DEPENDENT_METRICS = ("tot", "sharpness_gap")
+#: why a top-label run has no conformal sets (and no other per-class probability)
+NO_CONFORMAL_REASON = ("conformal prediction sets need every class's probability, and a top-label run stores only "
+                       "the confidence of the predicted class")
+
+
+def blank(row: dict, metrics: Iterable[str], *, deltas_only: bool = False) -> dict:
+    """``row`` with every column of each of ``metrics`` that it holds set to None: the value, ``_lo``, ``_hi``
+    (kept with ``deltas_only``), ``delta_<metric>`` with its ``_lo``/``_hi``, and ``significant_<metric>`` (null
+    in JSON, empty in CSV)."""
+    for m in metrics:
+        own = () if deltas_only else (m, f"{m}_lo", f"{m}_hi")
+        for key in own + (f"delta_{m}", f"delta_{m}_lo", f"delta_{m}_hi", f"significant_{m}"):
+            if key in row:
+                row[key] = None
+    return row
+
+
+def absent_between(run, other) -> frozenset:
+    """The metrics whose difference between ``run`` and ``other`` (RunInfos compared on the same samples) means
+    nothing: what either lacks, and, when one is top-label and the other not, :data:`FORM_DEPENDENT_METRICS`."""
+    out = absent_metrics(run) | absent_metrics(other)
+    if is_toplabel(run) != is_toplabel(other):
+        out |= frozenset(FORM_DEPENDENT_METRICS)
+    return out

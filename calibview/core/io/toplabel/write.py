@@ -13,7 +13,7 @@ import h5py
 import numpy as np
 
 from calibview.core.errors import CalibviewError
-from calibview.core.io import guard, safe_io
+from calibview.core.io import guard, safe_io, writer
 from calibview.core.io.schema import PathLike, abspath, join, oneline
 from calibview.core.io.toplabel import format as tf
 
@@ -61,11 +61,12 @@ def set_run_attrs(group: h5py.Group, num_classes: Optional[int], class_names: Op
 def write_toplabel(path: PathLike, model: str, dataset: str, splits: Mapping[str, tuple], *,
                    num_classes: Optional[int] = None, class_names: Optional[Sequence[str]] = None,
                    attrs: Optional[Mapping[str, str]] = None, compression: Optional[str] = "gzip",
-                   overwrite: bool = False) -> None:
+                   overwrite: bool = False, meta: Optional[Mapping[str, Mapping[str, object]]] = None) -> None:
     """Write ``splits`` ({name: (confidence (N,) float in [0, 1], predictions (N,) int, labels (N,) int)}) to
     ``/<model>/<dataset>/<name>`` of ``path``, appending to an existing file; ``num_classes`` K (or None:
-    unknown, unless ``class_names`` gives it). Every split is checked first; an existing split is replaced only
-    with ``overwrite``."""
+    unknown, unless ``class_names`` gives it); ``meta={split: {column: (N,) values}}`` adds metadata columns, stored
+    and read as those of a run of logits (:mod:`calibview.core.io.meta`). Every split and column is checked
+    first; an existing split is replaced only with ``overwrite``."""
     file = abspath(path)
     rpath = run_path(file, model, dataset)
     k = int(num_classes) if num_classes else (len(class_names) if class_names is not None else 0)
@@ -83,6 +84,7 @@ def write_toplabel(path: PathLike, model: str, dataset: str, splits: Mapping[str
         p, y = arrays[tf.PREDICTIONS].astype(np.int64), arrays[tf.LABELS].astype(np.int64)
         tf.check_values(file, where, c, p, y, k)
         checked[name] = (arrays[tf.CONFIDENCE], p, y)
+    columns = writer.checked_meta(file, rpath, checked, meta or {})
     exists = os.path.exists(file)
     if exists and not h5py.is_hdf5(file):
         raise CalibviewError(f"{file}: the output exists and is not an HDF5 file; refusing to overwrite it.")
@@ -101,5 +103,7 @@ def write_toplabel(path: PathLike, model: str, dataset: str, splits: Mapping[str
                 for dname, data in ((tf.CONFIDENCE, c), (tf.PREDICTIONS, p), (tf.LABELS, y)):
                     split.create_dataset(dname, data=np.asarray(data, dtype=data.dtype.newbyteorder("=")),
                                          track_times=False, **options)
+                if columns.get(name):
+                    writer.write_meta(split, columns[name], compression)
     except OSError as e:
         raise CalibviewError(f"{file}: could not write {rpath} ({oneline(e)}).") from None
