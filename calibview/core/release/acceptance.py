@@ -229,10 +229,14 @@ def _metrics_row(config: Mapping[str, Any], checked: Checked) -> Criterion:
     if checked.split_sha256 != config["provenance"].get("eval_sha256"):
         return Criterion(name, "not compared", None, None, "match", True,
                          note="the checked data are not the release's eval data")
-    got = checked.result.metrics
+    from calibview.core.evaluation.toplabel.absent import absent_metrics
+
+    absent = absent_metrics(checked.evaluation.run)     # stored as null: a top-label run has no full vector
+    got = {m: v for m, v in checked.result.metrics.items() if m not in absent}
     stored = config["metrics"]
-    known = {key for m in got for key in (m, f"{m}_lo", f"{m}_hi")}
+    known = {key for m in checked.result.metrics for key in (m, f"{m}_lo", f"{m}_hi")}
     bad = sorted(k for k in stored if k not in known)
+    bad += sorted(k for m in absent for k in (m, f"{m}_lo", f"{m}_hi") if stored.get(k) is not None)
     bad += [m for m in got if m in stored and not _same(stored[m], got[m].value)]
     if not bad:
         return Criterion(name, "match", None, None, "match", True)

@@ -187,7 +187,8 @@ def build_config(run: schema.RunInfo, fitted: calib.Fitted, *, thresholds: Mappi
     prov.update({k: v for k, v in provenance.items() if k not in prov})          # fit_rows / eval_rows
     config = {"schema": SCHEMA, "model": run.model, "dataset": run.dataset, "class_names": names,
               "calibrator": {"method": fitted.method, "params": fitted.to_json()["params"],
-                             "warnings": list(fitted.warnings)},
+                             "warnings": list(fitted.warnings),
+                             **({"form": tf.KIND} if tf.is_toplabel(run) else {})},
               "thresholds": {"global": thresholds.get("global"), "per_class": thresholds.get("per_class"),
                              "target_precision": thresholds.get("target_precision")},
               "provenance": prov, "settings": {k: settings[k] for k in SETTINGS_KEYS},
@@ -282,9 +283,11 @@ def calibrator_of(config: Mapping[str, Any]) -> calib.Fitted:
     """The shipped calibrator, ready to apply."""
     prov = config["provenance"]
     c = config["calibrator"]
+    fit = {"file": prov.get("file"), "run": run_name(config), "split": prov.get("fit_split"), "n": prov.get("n_fit")}
+    if c.get("form") == tf.KIND:          # fitted on the confidence's two-class problem
+        return calib.from_json({"method": c["method"], "k": 2, "params": c["params"], "fit": {**fit, "form": tf.KIND}})
     return calib.from_json({"method": c["method"], "k": len(config["class_names"]), "params": c["params"],
-                            "fit": {"file": prov.get("file"), "run": run_name(config),
-                                    "split": prov.get("fit_split"), "n": prov.get("n_fit")}})
+                            "fit": fit})
 
 
 def run_name(config: Mapping[str, Any]) -> str:

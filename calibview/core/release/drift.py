@@ -113,9 +113,12 @@ def _refit(engine: Engine, config: Mapping[str, Any], file: str, split: str, run
         shipped = engine.evaluate(req, cancel=cancel, given={method: rel.calibrator_of(config)})
         old = config["thresholds"]
         thresholds = {"global": old.get("global"), "per_class": None, "target_precision": None}
+        # a top-label run that does not know K keeps the released classes, and any new ones the data show
+        k = info.k or max(len(config["class_names"]), engine.scored(req, cancel=cancel)[method].stats.k)
         if old.get("target_precision") is not None:
             fs = engine.scored(replace(req, eval_split="fit", n_boot=0), cancel=cancel)[method].stats
-            thresholds = rel.decide_thresholds(fs.conf, fs.pred, fs.correct, info.k,
+            k = info.k or max(k, fs.k)
+            thresholds = rel.decide_thresholds(fs.conf, fs.pred, fs.correct, k,
                                                target_precision=float(old["target_precision"]))
         worse = refit_problems(engine, config, req, method, ev, shipped, thresholds, int(fit_rows.size))
     rows = metrics_rows([ev])
@@ -131,7 +134,7 @@ def _refit(engine: Engine, config: Mapping[str, Any], file: str, split: str, run
         provenance["forced"] = list(worse)
     new = rel.build_config(info, ev.result(method).fitted, thresholds=thresholds, provenance=provenance,
                            settings={**config["settings"], "n_boot": req.n_boot}, metrics=rel.metrics_of(rows[0]),
-                           parent=config["config_sha256"], weights=config.get("weights"))
+                           parent=config["config_sha256"], weights=config.get("weights"), k=k)
     return Refit(config=new, evaluation=ev, rows=rows, shipped=shipped, worse=tuple(worse))
 
 

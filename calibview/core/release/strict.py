@@ -38,6 +38,8 @@ MAX_BINS = 10_000
 MAX_SEED = 2 ** 63
 KERNELS = ("gaussian", "epanechnikov")
 _HEX = re.compile(r"[0-9a-f]{64}")
+#: ``calibrator.form`` of a config released for a top-label run (calibview.core.calibrators.toplabel.FORM)
+TOP_LABEL = "top-label"
 _TOP = ("schema", "model", "dataset", "class_names", "calibrator", "thresholds", "provenance", "settings",
         "metrics", "parent", "config_sha256", "weights", "signature")
 _PROVENANCE = ("file", "fit_split", "fit_sha256", "n_fit", "eval_split", "eval_sha256", "n_eval",
@@ -199,11 +201,14 @@ def _validate(c: Mapping[str, Any]) -> None:
     _hex(c["parent"], "parent", optional=True)
     _hex(c["config_sha256"], "config_sha256")
 
-    cal = _mapping(c["calibrator"], "calibrator", ("method", "params", "warnings"))
+    cal = _mapping(c["calibrator"], "calibrator", ("method", "params", "warnings", "form"))
     method = _get(cal, "method", "calibrator")
     _need(isinstance(method, str) and method in registry.available(), "calibrator.method",
           "one of " + ", ".join(registry.available()))
-    check_params(method, _get(cal, "params", "calibrator"), k)
+    form = cal.get("form")
+    _need(form in (None, TOP_LABEL), "calibrator.form", f"absent or {TOP_LABEL!r}")
+    # a top-label calibrator maps the confidence: it was fitted on the two-class problem "is the prediction right"
+    check_params(method, _get(cal, "params", "calibrator"), 2 if form == TOP_LABEL else k)
     warned = cal.get("warnings", [])
     _need(isinstance(warned, list) and all(isinstance(w, str) for w in warned), "calibrator.warnings",
           "a list of texts")
