@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import h5py
 import numpy as np
-import pytest
 from sklearn.isotonic import IsotonicRegression
 
 from calibview.cli.program import main
