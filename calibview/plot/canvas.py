@@ -475,10 +475,10 @@ class CalibrationCanvas(QtWidgets.QWidget):
 
 def render_diagram_png(results, path, *, bandwidth: float = 0.05, kernel: str = "gaussian",
                        size: tuple[int, int] = (900, 700), scale: float = 2.0, theme: str = "light",
-                       title: str = "") -> None:
+                       title: str = "", terciles: tuple = (None, ())) -> None:
     """Offscreen render of a canvas of ``results`` to a PNG of ``scale * size`` pixels (``calibview report``'s
-    diagram.png). Works from a plain script: creates a QApplication (offscreen when there is no display) if none
-    exists."""
+    diagram.png), with ``terciles`` = (calibrator, its TercileCurves) drawn (``set_terciles``). Works from a plain
+    script: creates a QApplication (offscreen when there is no display) if none exists."""
     render_png.ensure_app()
     canvas = CalibrationCanvas(theme=theme, toolbar=False)
     try:
@@ -487,6 +487,7 @@ def render_diagram_png(results, path, *, bandwidth: float = 0.05, kernel: str = 
         canvas.resize(int(size[0]), int(size[1]))
         canvas.set_bandwidth(bandwidth, kernel)
         canvas.set_results(results, title=title)
+        canvas.set_terciles(*terciles)
         canvas.show()
         QtWidgets.QApplication.processEvents()
         canvas.export_png(path, scale=scale)
