@@ -31,6 +31,7 @@ from calibview.gui.views.members_view import MembersView
 from calibview.gui.views.domain_canvases import DomainCanvases
 from calibview.gui.views.metrics_table import MetricsTable
 from calibview.gui.views.slices_view import SliceOverlay, SlicesView
+from calibview.gui.views.tercile_toggle import TercileToggle
 from calibview.plot.canvas import CalibrationCanvas
 
 H5_SUFFIXES = (".h5", ".hdf5", ".hdf", ".he5")
@@ -55,6 +56,10 @@ class MainWindow(QtWidgets.QMainWindow):
                                        "padding: 6px 12px; border-radius: 4px; }")
         self.stale_label.hide()
         self.bandwidth_bar = BandwidthBar(self.session)
+        self.tercile_toggle = TercileToggle(self.session)    # the curve split by epistemic tercile (members)
+        self.bandwidth_bar.layout().addWidget(self.tercile_toggle)
+        self.tercile_toggle.changed.connect(self._update_terciles)
+        self.session.terciles_changed.connect(lambda _split: self._update_terciles())
         central = QtWidgets.QWidget()
         col = QtWidgets.QVBoxLayout(central)
         col.setContentsMargins(0, 0, 0, 0)
@@ -168,6 +173,8 @@ class MainWindow(QtWidgets.QMainWindow):
             group.addAction(act)
             self.theme_actions[name] = act
         v.addSeparator()
+        v.addAction(self.tercile_toggle.action)
+        v.addSeparator()
         for dock in (self.browser_dock, self.panel_dock, self.table_dock, self.decisions_dock):
             v.addAction(dock.toggleViewAction())
         h = mb.addMenu("&Help")
@@ -269,6 +276,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.table.set_evaluations(evs[:1] if self.session.compare_runs else evs)   # runs: the Compare tab
         self.domains.set_evaluations(evs[:1] if self.session.compare_runs else evs, self.session.bandwidth,
                                      self.session.kernel, self.session.visible)
+        self._update_terciles()
         if ev is None:
             return
         warnings = [f"{r.label}: {w}" for r in ev.results for w in r.warnings]
@@ -288,6 +296,14 @@ class MainWindow(QtWidgets.QMainWindow):
     def _on_session_bandwidth_changed(self, h: float, kernel: str) -> None:
         self.domains.set_bandwidth(h, kernel)
         self.slice_overlay.set_bandwidth(h, kernel)
+
+    def _update_terciles(self) -> None:
+        """The chosen calibrator's curve split by epistemic tercile on the canvas, while switched on and computed
+        for the shown evaluation (Session.shown_terciles); else none."""
+        split, name = self.session.shown_terciles(), self.tercile_toggle.calibrator_name()
+        curves = split.of(name) if split is not None and name else ()
+        if (self.canvas.terciles.calibrator, self.canvas.terciles.curves) != ((name, curves) if curves else (None, ())):
+            self.canvas.set_terciles(name, curves)
 
     def _update_slice_overlay(self) -> None:
         res, name = self.session.slices, self.slices_view.overlay_calibrator()

@@ -38,6 +38,9 @@ class EvaluationWorker(QtCore.QObject):
     decided = QtCore.Signal(int, object)             # decisions generation, Decisions or str
     #: per-slice rows and curves (SliceResult), or a one-sentence message when they failed
     sliced = QtCore.Signal(int, object)              # slices generation, SliceResult or str
+    #: the diagram's curves split by epistemic tercile (core.evaluation.members.terciles.TercileSplit), or a
+    #: one-sentence message when they failed
+    split = QtCore.Signal(int, object)               # terciles generation, TercileSplit or str
 
     #: Progress is forwarded at most this often (seconds): the GUI needs ~20 updates a second, not thousands.
     progress_interval = 0.05
@@ -99,6 +102,14 @@ class EvaluationWorker(QtCore.QObject):
         """core.evaluation.slices.evaluate_slices of the request by column ``by``, and each slice's binned
         statistics per calibrator (the canvas overlay redraws their curves at any bandwidth)."""
         self._answer(self.sliced, generation, cancel, lambda: slice_result(self.engine, request, by, cancel))
+
+    @QtCore.Slot(int, object, object, object)
+    def split_terciles(self, generation: int, request: EvalRequest, run, cancel: threading.Event) -> None:
+        """Each calibrator's curve of the request split by epistemic tercile: the scores are the engine's cached
+        per-sample vectors (Engine.scored), the terciles the mutual information of the split's members."""
+        from calibview.core.evaluation.members.terciles import tercile_split
+
+        self._answer(self.split, generation, cancel, lambda: tercile_split(self.engine, request, run, cancel))
 
     def _answer(self, signal, generation: int, cancel: threading.Event, work) -> None:
         """``signal.emit(generation, work())``, or the error's sentence in its place; nothing when cancelled."""
