@@ -165,6 +165,10 @@ class Session(QtCore.QObject):
         """Curves follow at once (bandwidth_changed); the metrics follow with the next evaluation."""
         self.model.set_bandwidth(bandwidth, kernel)
 
+    def set_reg_bandwidth(self, bandwidth: Optional[float]) -> None:
+        """Evaluate the selected regression run's cal at this bandwidth in its target's units (None: Silverman)."""
+        self.model.set_reg_bandwidth(bandwidth)
+
     def set_visible(self, names) -> None:
         """Show these calibrators (by name) and hide the other shown ones."""
         self.model.set_visible(names)

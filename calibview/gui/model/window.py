@@ -22,6 +22,7 @@ from calibview.core.evaluation.compare import CompareRequest
 from calibview.core.evaluation.request import EvalRequest
 from calibview.core.evaluation.results import Evaluation
 from calibview.core.io.discovery import list_runs
+from calibview.core.io.regression.discovery import list_regression_runs
 from calibview.gui.model.channel import Channel
 from calibview.gui.model.document import Document, Settings
 
@@ -89,7 +90,7 @@ class WindowModel:
         a file that cannot be read is an error_occurred and False."""
         path = str(Path(path).expanduser().resolve())
         try:
-            runs = list_runs(path)
+            runs = list_runs(path) + list_regression_runs(path)
         except CalibviewError as e:
             self.notify("error_occurred", "Cannot open file", str(e))
             return False
@@ -183,6 +184,13 @@ class WindowModel:
         if kernel is not None:
             self.settings.kernel = kernel
         self.notify("bandwidth_changed", self.settings.bandwidth, self.settings.kernel)
+
+    def set_reg_bandwidth(self, bandwidth: Optional[float]) -> None:
+        """A regression run's bandwidth of cal in its target's units (None: Silverman's rule), evaluated at once
+        (the diagram's slider redraws the curve alone; this refreshes cal and the sharpness gap)."""
+        if self.document.run is not None and bandwidth != self.document.reg_bandwidth:
+            self.document.reg_bandwidth = None if bandwidth is None else float(bandwidth)
+            self.evaluate()
 
     def set_visible(self, names) -> None:
         """Show these calibrators (by name) and hide the other shown ones; a hidden one stays hidden in later
@@ -299,7 +307,7 @@ class WindowModel:
 
     def _request_slices(self) -> None:
         ev = self.evaluation
-        if self.slice_by is None or ev is None or ev.pending:
+        if self.slice_by is None or not isinstance(ev, Evaluation) or ev.pending:
             return
         key = (ev.request, self.slice_by)
         if self.slices_channel.asked(key):
@@ -333,8 +341,8 @@ class WindowModel:
         self.notify("decisions_changed", data)
 
     def _decisions_request(self) -> Optional[EvalRequest]:
-        if self.evaluation is None or self.evaluation.pending:
-            return None
+        if not isinstance(self.evaluation, Evaluation) or self.evaluation.pending:
+            return None             # nothing yet, intervals pending, or a regression run (no decisions)
         evs = {e.request.eval_split: e for e in self.evaluations}
         ev = evs.get(self.decisions_split) or self.evaluation
         return None if ev.pending else ev.request
