@@ -51,6 +51,7 @@ class Session(QtCore.QObject):
     decisions_changed = QtCore.Signal(object)           # gui.model.decisions.Decisions or None
     slices_changed = QtCore.Signal(object)              # gui.model.slices.SliceResult or None
     comparison_changed = QtCore.Signal(object)          # core.evaluation.compare.Comparison or None
+    regression_changed = QtCore.Signal(object)          # core.regression.evaluate.RegEvaluation or None
 
     _request = QtCore.Signal(int, object, object)       # to the worker thread (queued)
     _decide = QtCore.Signal(int, object, object)        # to the worker thread (queued)
@@ -112,6 +113,7 @@ class Session(QtCore.QObject):
     evaluation = _attribute("evaluation")
     evaluations = _attribute("evaluations")
     comparison = _attribute("comparison")
+    regression = _attribute("regression")
     visible = _attribute("visible")
     generation = _attribute("generation")
     decisions = _attribute("decisions")

@@ -23,6 +23,7 @@ from calibview.core.evaluation.request import EvalRequest
 from calibview.core.evaluation.results import Evaluation
 from calibview.core.io.discovery import list_runs
 from calibview.core.io.regression.discovery import list_regression_runs
+from calibview.core.regression.evaluate import RegEvaluation
 from calibview.gui.model.channel import Channel
 from calibview.gui.model.document import Document, Settings
 
@@ -40,6 +41,7 @@ EVENTS = {
     "decisions_changed": "(model.decisions.Decisions or None)",
     "slices_changed": "(model.slices.SliceResult or None)",
     "comparison_changed": "(core.evaluation.compare.Comparison or None)",
+    "regression_changed": "(core.regression.evaluate.RegEvaluation or None)",
 }
 
 
@@ -52,7 +54,7 @@ class WindowModel:
 
     Results of each kind: ``evaluation`` (the reference) and ``evaluations`` (one per eval split or compared run,
     ``evaluations[0]`` is ``evaluation``), ``comparison`` (the paired differences while runs are compared),
-    ``decisions`` and ``slices``."""
+    ``decisions`` and ``slices``; ``regression``, a regression run's RegEvaluation, in their place."""
 
     def __init__(self, notify: Callable[..., None] = _ignore, *, ask_evaluation: Callable = _ignore,
                  ask_decisions: Callable = _ignore, ask_slices: Callable = _ignore) -> None:
@@ -67,6 +69,9 @@ class WindowModel:
         self.evaluation: Optional[Evaluation] = None
         self.evaluations: tuple[Evaluation, ...] = ()
         self.comparison = None
+        #: the shown regression run's evaluation; ``evaluation`` is None while it is shown (the classification
+        #: views have nothing to show then)
+        self.regression: Optional[RegEvaluation] = None
         self.visible: frozenset[str] = frozenset()
         self._hidden: set[str] = set()         # calibrators the user hid (kept across evaluations)
         self.busy = False
@@ -252,7 +257,9 @@ class WindowModel:
         if not self.evaluation_channel.settle(generation):
             return
         self._set_busy(False)
-        if isinstance(self._asked, CompareRequest):
+        if isinstance(result, RegEvaluation):
+            self._show((), regression=result)
+        elif isinstance(self._asked, CompareRequest):
             self._show(tuple(result.evaluations), comparison=result)
         else:
             self._show(_as_tuple(result))
@@ -271,7 +278,7 @@ class WindowModel:
         if not self.evaluation_channel.settle(generation):
             return
         self._set_busy(False)
-        if self.document.restore(self.evaluations):
+        if self.document.restore(self.evaluations or ((self.regression,) if self.regression else ())):
             self.notify("selection_changed")
         self.notify("progress_changed", 0.0, "cancelled")
 
@@ -307,7 +314,7 @@ class WindowModel:
 
     def _request_slices(self) -> None:
         ev = self.evaluation
-        if self.slice_by is None or not isinstance(ev, Evaluation) or ev.pending:
+        if self.slice_by is None or ev is None or ev.pending:
             return
         key = (ev.request, self.slice_by)
         if self.slices_channel.asked(key):
@@ -341,8 +348,8 @@ class WindowModel:
         self.notify("decisions_changed", data)
 
     def _decisions_request(self) -> Optional[EvalRequest]:
-        if not isinstance(self.evaluation, Evaluation) or self.evaluation.pending:
-            return None             # nothing yet, intervals pending, or a regression run (no decisions)
+        if self.evaluation is None or self.evaluation.pending:
+            return None
         evs = {e.request.eval_split: e for e in self.evaluations}
         ev = evs.get(self.decisions_split) or self.evaluation
         return None if ev.pending else ev.request
@@ -365,9 +372,12 @@ class WindowModel:
             self.busy = busy
             self.notify("busy_changed", busy)
 
-    def _show(self, evaluations: tuple, comparison=None) -> None:
+    def _show(self, evaluations: tuple, comparison=None, regression: Optional[RegEvaluation] = None) -> None:
         """Show these evaluations (the first the reference; () clears) and, while runs are compared, their
-        comparison."""
+        comparison; or (``regression``) a regression run's evaluation, which clears the classification ones."""
+        if regression is not None or self.regression is not None:
+            self.regression = regression
+            self.notify("regression_changed", regression)
         if comparison is not None or self.comparison is not None:
             self.comparison = comparison
             self.notify("comparison_changed", comparison)
