@@ -72,6 +72,16 @@ def write_view(view: QtWidgets.QGraphicsView, path, fmt: str, options: FigureOpt
     return _write(view, path, fmt, options, height_in, background or THEMES[options.theme].background)
 
 
+def _paint_on(device, view, w: int, h: int, background: str) -> None:
+    """Paint ``view`` over ``background`` on a vector ``device`` (a PDF writer, an SVG generator)."""
+    painter = QtGui.QPainter(device)
+    try:
+        painter.fillRect(QtCore.QRectF(0, 0, w, h), QtGui.QColor(background))
+        paint_view(view, painter, w, h)
+    finally:
+        painter.end()
+
+
 def _write(view, path, fmt: str, options: FigureOptions, height_in: float, background: str) -> Path:
     path = Path(path)
     w, h = round(options.width_in * LOGICAL_DPI), round(height_in * LOGICAL_DPI)
@@ -106,12 +116,7 @@ def _write(view, path, fmt: str, options: FigureOptions, height_in: float, backg
             writer.setPageMargins(QtCore.QMarginsF(0, 0, 0, 0))
             writer.setTitle(meta)
             writer.setCreator("calibview")
-            painter = QtGui.QPainter(writer)
-            try:
-                painter.fillRect(QtCore.QRectF(0, 0, w, h), QtGui.QColor(background))
-                paint_view(view, painter, w, h)
-            finally:
-                painter.end()
+            _paint_on(writer, view, w, h, background)
             del writer                   # closes the file before it is moved into place
             os.replace(tmp, path)
         finally:
@@ -128,12 +133,7 @@ def _write(view, path, fmt: str, options: FigureOptions, height_in: float, backg
         gen.setResolution(round(LOGICAL_DPI))
         gen.setTitle(options.title or "calibview figure")
         gen.setDescription(meta)
-        painter = QtGui.QPainter(gen)
-        try:
-            painter.fillRect(QtCore.QRectF(0, 0, w, h), QtGui.QColor(background))
-            paint_view(view, painter, w, h)
-        finally:
-            painter.end()
+        _paint_on(gen, view, w, h, background)
         atomic_write(path, bytes(buf.data()))
     else:
         raise ValueError(f"unknown figure format {fmt!r}")

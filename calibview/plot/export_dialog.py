@@ -76,7 +76,7 @@ class ExportDialog(QtWidgets.QDialog):
         self.layout_box.addItem("Grid (one panel per calibrator)", "grid")
         self.layout_box.setCurrentIndex(self.layout_box.findData(getattr(canvas, "layout_mode", "overlay")))
         form.addRow("Layout", self.layout_box)
-        self.bands = QtWidgets.QCheckBox("Sharpness bands")
+        self.bands = QtWidgets.QCheckBox(getattr(canvas, "band_label", "Sharpness bands"))
         self.bands.setChecked(bool(getattr(canvas, "bands_on", True)))
         form.addRow("", self.bands)
         self.ci_band = QtWidgets.QCheckBox("Confidence bands of the curves")

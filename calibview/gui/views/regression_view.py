@@ -100,7 +100,7 @@ class RegressionView(QtWidgets.QWidget):
         run, req = evaluation.run, evaluation.request
         self.units.setText("(target units)")
         self.canvas.set_result(result, h, title=f"{run.name} · {req.eval_split} (N = {evaluation.n_eval:,}, "
-                                                f"{form_text(run)})")
+                                                f"{run.describe()})")
         self._update_apply()
 
     def set_bandwidth(self, h: float) -> None:

@@ -32,7 +32,7 @@ __all__ = ["RegressionCanvas", "BAND_TEXT"]
 
 CURVE = PALETTE[0]
 #: the legend's words for the band: a spread of the targets, not the curve's uncertainty
-BAND_TEXT = "± conditional SD of the residual (the targets' spread, not a confidence band)"
+BAND_TEXT = "± conditional SD of the residual (spread, not a CI)"
 CACHE_SIZE = 64
 #: why the export dialog's grid and confidence-band options do not apply here
 NO_GRID = ("One diagram stands for every recalibrator: they leave the predictive mean, and so this curve, "
@@ -46,6 +46,7 @@ class RegressionCanvas(QtWidgets.QWidget):
     #: the export dialog's layouts that apply (the grid does not: see NO_GRID)
     layouts = ("overlay",)
     disabled_options = {"layout": NO_GRID, "ci_band": NO_CI}
+    band_label = "± conditional SD band"
 
     def __init__(self, parent: Optional[QtWidgets.QWidget] = None, *, theme: str = "light",
                  font_pt: Optional[float] = None, line_width: float = 2.0) -> None:
@@ -79,13 +80,12 @@ class RegressionCanvas(QtWidgets.QWidget):
         self._curve = pg.PlotCurveItem(pen=pg.mkPen(CURVE, width=self._line_width), antialias=True)
         self._top.addItem(self._curve)
         self._density = items.Density(self._bottom, CURVE, 60)
-        self._legend = pg.LegendItem(offset=(10, 10), labelTextSize=f"{font_pt:g}pt" if font_pt else "9pt")
+        # bottom right: a calibrated curve runs from bottom left to top right, which leaves that corner free
+        self._legend = pg.LegendItem(offset=(-8, -8), labelTextSize=f"{font_pt:g}pt" if font_pt else "8pt")
         self._legend.setParentItem(self._top.vb)
         # samples for the legend (pyqtgraph draws a sample from an item's opts; a fill between two curves has none)
         self._band_sample = pg.PlotDataItem(pen=pg.mkPen(qcolor(CURVE, 110)), fillLevel=0,
                                             fillBrush=pg.mkBrush(qcolor(CURVE, 50)))
-        self._density_sample = pg.PlotDataItem(pen=pg.mkPen(CURVE, width=1), fillLevel=0,
-                                               fillBrush=pg.mkBrush(qcolor(CURVE, 60)))
         self._diagonal_sample = pg.PlotDataItem()
         self.set_theme(theme)
 
@@ -96,8 +96,8 @@ class RegressionCanvas(QtWidgets.QWidget):
         self._result, self._title = result, title
         self._bandwidth = float(bandwidth)
         if result is None:
-            for item in (self._curve,):
-                item.setData(x=np.zeros(0), y=np.zeros(0))
+            self._curve.setData(x=np.zeros(0), y=np.zeros(0))
+            self._diagonal.item.setData(x=np.zeros(0), y=np.zeros(0))
             self._band.set([], [], [])
             self._density.set([], [])
         else:
@@ -246,7 +246,8 @@ class RegressionCanvas(QtWidgets.QWidget):
 
     def _update_title(self) -> None:
         t = self._theme
-        sub = f"Gaussian kernel, h = {self._bandwidth:.4g} (target units)"
+        sub = f"Gaussian kernel, h = {self._bandwidth:.4g}" if self._result is not None else \
+            "no regression evaluation yet"
         head = f"<b>{html.escape(self._title)}</b>&nbsp;&nbsp;&nbsp;" if self._title else ""
         size = f"{self._font_pt + 1:g}pt" if self._font_pt else "10pt"
         self._title_item.setText(f"<span style='color:{t.foreground}'>{head}</span>"
@@ -258,9 +259,8 @@ class RegressionCanvas(QtWidgets.QWidget):
         if self._result is None:
             self._legend.hide()
             return
-        self._legend.addItem(self._curve, f"E[Y | prediction = v], kernel h = {self._bandwidth:.3g}")
+        self._legend.addItem(self._curve, f"E[Y | prediction v], h = {self._bandwidth:.3g}")
         if self._bands:
             self._legend.addItem(self._band_sample, BAND_TEXT)
-        self._legend.addItem(self._diagonal_sample, "diagonal: calibrated mean (E[Y | v] = v)")
-        self._legend.addItem(self._density_sample, "density of the predictions (strip below)")
+        self._legend.addItem(self._diagonal_sample, "diagonal: calibrated (E[Y | v] = v)")
         self._legend.show()

@@ -5,6 +5,7 @@ the quantile calibration curve. Numbers from :mod:`calibview.core.regression.vie
 
 from __future__ import annotations
 
+import html
 from typing import Optional, Sequence
 
 import numpy as np
@@ -32,13 +33,14 @@ class CoveragePanels(QtWidgets.QWidget):
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addWidget(self._view)
         ci = self._view.ci
-        self.coverage = ci.addPlot(row=0, col=0)
-        self.pit = ci.addPlot(row=0, col=1)
-        self.quantile = ci.addPlot(row=0, col=2)
+        # the legend: one line of coloured names over the panels (a legend box would cover a short dock's plot)
+        self._key = ci.addLabel("", row=0, col=0, colspan=3)
+        self.coverage = ci.addPlot(row=1, col=0)
+        self.pit = ci.addPlot(row=1, col=1)
+        self.quantile = ci.addPlot(row=1, col=2)
         self._data: dict[str, dict] = {}
         self._level = 0.95
         self._evaluation = None
-        self._legend = self.coverage.addLegend(offset=(8, 8), labelTextSize="8pt")
         self.set_theme(theme)
 
     def set_evaluation(self, evaluation) -> None:
@@ -48,7 +50,7 @@ class CoveragePanels(QtWidgets.QWidget):
         self._evaluation = evaluation
         for plot in (self.coverage, self.pit, self.quantile):
             plot.clear()
-        self._legend.clear()
+        self._key.setText("")
         self._data = {}
         self._style()
         if evaluation is None:
@@ -56,8 +58,9 @@ class CoveragePanels(QtWidgets.QWidget):
         self._level = level = float(evaluation.request.level)
         results: Sequence = evaluation.results
         colors = assign_colors(r.name for r in results)
-        self._legend.setLabelTextColor(self._theme.foreground)
-        self._legend.setBrush(pg.mkBrush(qcolor(self._theme.legend_fill, self._theme.legend_alpha)))
+        self._key.setText("&nbsp;&nbsp;&nbsp;".join(
+            f"<span style='color:{themed_color(colors[r.name], self._theme.name)}'>━━ {html.escape(r.name)}</span>"
+            for r in results), size="9pt")
         for plot in (self.coverage, self.quantile):
             items.Diagonal(plot, self._theme, 0.0, 1.0)
         pit0 = views.pit_histogram(results[0], bins=PIT_BINS, level=level) if results else None
@@ -71,7 +74,7 @@ class CoveragePanels(QtWidgets.QWidget):
             color = themed_color(colors[r.name], self._theme.name)
             nominal, observed, lo, hi = views.coverage_curve(r)
             items.Band(self.coverage, color, 45).set(nominal, lo, hi)
-            self.coverage.addItem(pg.PlotDataItem(nominal, observed, pen=pg.mkPen(color, width=2), name=r.name))
+            self.coverage.addItem(pg.PlotDataItem(nominal, observed, pen=pg.mkPen(color, width=2)))
             hist = views.pit_histogram(r, bins=PIT_BINS, level=level)
             self.pit.addItem(pg.PlotDataItem(hist.edges, hist.density, stepMode="center",
                                              pen=pg.mkPen(color, width=2)))
@@ -84,6 +87,10 @@ class CoveragePanels(QtWidgets.QWidget):
             plot.setRange(xRange=(0, 1), yRange=(0, 1), padding=0.02)
         self.pit.setXRange(0, 1, padding=0.02)
         self.pit.setYRange(0, top * 1.1, padding=0)
+
+    def key_text(self) -> str:
+        """The line of coloured recalibrator names over the panels (HTML)."""
+        return self._key.text
 
     def data(self) -> dict[str, dict]:
         """Recalibrator name -> {"coverage": (nominal, observed, lo, hi), "pit": PitHistogram, "quantile":
