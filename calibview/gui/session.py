@@ -52,6 +52,7 @@ class Session(QtCore.QObject):
     slices_changed = QtCore.Signal(object)              # gui.model.slices.SliceResult or None
     comparison_changed = QtCore.Signal(object)          # core.evaluation.compare.Comparison or None
     terciles_changed = QtCore.Signal(object)            # core.evaluation.members.terciles.TercileSplit or None
+    regression_changed = QtCore.Signal(object)          # core.regression.evaluate.RegEvaluation or None
 
     _request = QtCore.Signal(int, object, object)       # to the worker thread (queued)
     _decide = QtCore.Signal(int, object, object)        # to the worker thread (queued)
@@ -116,6 +117,7 @@ class Session(QtCore.QObject):
     evaluation = _attribute("evaluation")
     evaluations = _attribute("evaluations")
     comparison = _attribute("comparison")
+    regression = _attribute("regression")
     visible = _attribute("visible")
     generation = _attribute("generation")
     decisions = _attribute("decisions")
@@ -169,6 +171,10 @@ class Session(QtCore.QObject):
     def set_bandwidth(self, bandwidth: float, kernel: Optional[str] = None) -> None:
         """Curves follow at once (bandwidth_changed); the metrics follow with the next evaluation."""
         self.model.set_bandwidth(bandwidth, kernel)
+
+    def set_reg_bandwidth(self, bandwidth: Optional[float]) -> None:
+        """Evaluate the selected regression run's cal at this bandwidth in its target's units (None: Silverman)."""
+        self.model.set_reg_bandwidth(bandwidth)
 
     def set_visible(self, names) -> None:
         """Show these calibrators (by name) and hide the other shown ones."""

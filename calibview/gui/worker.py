@@ -9,6 +9,7 @@ answer must never replace a newer one), and the worker never touches a widget (w
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 import traceback
@@ -19,6 +20,7 @@ from calibview.core.evaluation.compare import CompareRequest, compare
 from calibview.core.evaluation.engine import Engine
 from calibview.core.errors import Cancelled, CalibviewError
 from calibview.core.evaluation.request import EvalRequest
+from calibview.core.regression.evaluate import RegRequest, evaluate_regression
 from calibview.gui.model.decisions import build_decisions
 from calibview.gui.model.slice_results import SliceResult, slice_result  # noqa: F401 (SliceResult: its old home)
 
@@ -27,7 +29,8 @@ class EvaluationWorker(QtCore.QObject):
     """Lives on a worker thread; ``run`` is invoked through a queued signal from the session."""
 
     progressed = QtCore.Signal(int, float, str)      # generation, fraction, message
-    # A request is one EvalRequest, or a tuple of them (domains: one per eval split, sharing the fits), or a
+    # A request is one EvalRequest, a RegRequest (a regression run: a RegEvaluation, no partial results), or a
+    # tuple of EvalRequests (domains: one per eval split, sharing the fits), or a
     # CompareRequest (runs on the same samples); its results are an Evaluation, or a tuple of Evaluations in the
     # same order (a partial one: those done so far, the last with intervals pending), or a Comparison.
     partial = QtCore.Signal(int, object)             # generation, Evaluation(s) with intervals pending
@@ -48,6 +51,7 @@ class EvaluationWorker(QtCore.QObject):
     def __init__(self, engine: Engine | None = None) -> None:
         super().__init__()
         self.engine = engine or Engine()
+        self._reg_data: tuple = (None, {})      # (key, split name -> RegSplitData) of the latest regression run
 
     @QtCore.Slot(int, object, object)
     def run(self, generation: int, request, cancel: threading.Event) -> None:
@@ -68,6 +72,9 @@ class EvaluationWorker(QtCore.QObject):
             if isinstance(request, EvalRequest):
                 result = self.engine.evaluate(request, progress=progress, cancel=cancel,
                                               on_partial=lambda ev: self.partial.emit(generation, ev))
+            elif isinstance(request, RegRequest):
+                result = evaluate_regression(request, self._regression_data(request.run), progress=progress,
+                                             cancel=cancel)
             elif isinstance(request, CompareRequest):       # result: a core.evaluation.compare.Comparison
                 result = compare(self.engine, request.requests, request.reference, progress=progress,
                                  cancel=cancel, on_partial=lambda evs: self.partial.emit(generation, evs))
@@ -85,6 +92,18 @@ class EvaluationWorker(QtCore.QObject):
             self.failed.emit(generation, f"Unexpected error ({type(e).__name__}: {e}); please report it.")
         else:
             self.finished.emit(generation, result)
+
+    def _regression_data(self, run) -> dict:
+        """The split arrays already read of regression run ``run`` (filled by evaluate_regression), kept while
+        the same run of an unchanged file is evaluated again (another split, another bandwidth)."""
+        try:
+            st = os.stat(run.file)
+            key = (run, st.st_mtime_ns, st.st_size)
+        except OSError:
+            key = None
+        if key is None or key != self._reg_data[0]:
+            self._reg_data = (key, {})
+        return self._reg_data[1]
 
     @QtCore.Slot(int, object, object)
     def decide(self, generation: int, request: EvalRequest, cancel: threading.Event) -> None:

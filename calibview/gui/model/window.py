@@ -25,6 +25,8 @@ from calibview.core.evaluation.members.terciles import tercile_key
 from calibview.core.evaluation.request import EvalRequest
 from calibview.core.evaluation.results import Evaluation
 from calibview.core.io.discovery import list_runs
+from calibview.core.io.regression.discovery import list_regression_runs
+from calibview.core.regression.evaluate import RegEvaluation
 from calibview.gui.model.channel import Channel
 from calibview.gui.model.document import Document, Settings
 
@@ -43,6 +45,7 @@ EVENTS = {
     "slices_changed": "(model.slices.SliceResult or None)",
     "comparison_changed": "(core.evaluation.compare.Comparison or None)",
     "terciles_changed": "(core.evaluation.members.terciles.TercileSplit of the shown evaluation, or None)",
+    "regression_changed": "(core.regression.evaluate.RegEvaluation or None)",
 }
 
 
@@ -55,7 +58,7 @@ class WindowModel:
 
     Results of each kind: ``evaluation`` (the reference) and ``evaluations`` (one per eval split or compared run,
     ``evaluations[0]`` is ``evaluation``), ``comparison`` (the paired differences while runs are compared),
-    ``decisions`` and ``slices``."""
+    ``decisions`` and ``slices``; ``regression``, a regression run's RegEvaluation, in their place."""
 
     def __init__(self, notify: Callable[..., None] = _ignore, *, ask_evaluation: Callable = _ignore,
                  ask_decisions: Callable = _ignore, ask_slices: Callable = _ignore,
@@ -73,6 +76,9 @@ class WindowModel:
         self.evaluation: Optional[Evaluation] = None
         self.evaluations: tuple[Evaluation, ...] = ()
         self.comparison = None
+        #: the shown regression run's evaluation; ``evaluation`` is None while it is shown (the classification
+        #: views have nothing to show then)
+        self.regression: Optional[RegEvaluation] = None
         self.visible: frozenset[str] = frozenset()
         self._hidden: set[str] = set()         # calibrators the user hid (kept across evaluations)
         self.busy = False
@@ -99,7 +105,7 @@ class WindowModel:
         a file that cannot be read is an error_occurred and False."""
         path = str(Path(path).expanduser().resolve())
         try:
-            runs = list_runs(path)
+            runs = list_runs(path) + list_regression_runs(path)
         except CalibviewError as e:
             self.notify("error_occurred", "Cannot open file", str(e))
             return False
@@ -194,6 +200,13 @@ class WindowModel:
             self.settings.kernel = kernel
         self.notify("bandwidth_changed", self.settings.bandwidth, self.settings.kernel)
 
+    def set_reg_bandwidth(self, bandwidth: Optional[float]) -> None:
+        """A regression run's bandwidth of cal in its target's units (None: Silverman's rule), evaluated at once
+        (the diagram's slider redraws the curve alone; this refreshes cal and the sharpness gap)."""
+        if self.document.run is not None and bandwidth != self.document.reg_bandwidth:
+            self.document.reg_bandwidth = None if bandwidth is None else float(bandwidth)
+            self.evaluate()
+
     def set_visible(self, names) -> None:
         """Show these calibrators (by name) and hide the other shown ones; a hidden one stays hidden in later
         evaluations until it is shown again."""
@@ -254,7 +267,9 @@ class WindowModel:
         if not self.evaluation_channel.settle(generation):
             return
         self._set_busy(False)
-        if isinstance(self._asked, CompareRequest):
+        if isinstance(result, RegEvaluation):
+            self._show((), regression=result)
+        elif isinstance(self._asked, CompareRequest):
             self._show(tuple(result.evaluations), comparison=result)
         else:
             self._show(_as_tuple(result))
@@ -274,7 +289,7 @@ class WindowModel:
         if not self.evaluation_channel.settle(generation):
             return
         self._set_busy(False)
-        if self.document.restore(self.evaluations):
+        if self.document.restore(self.evaluations or ((self.regression,) if self.regression else ())):
             self.notify("selection_changed")
         self.notify("progress_changed", 0.0, "cancelled")
 
@@ -406,9 +421,12 @@ class WindowModel:
             self.busy = busy
             self.notify("busy_changed", busy)
 
-    def _show(self, evaluations: tuple, comparison=None) -> None:
+    def _show(self, evaluations: tuple, comparison=None, regression: Optional[RegEvaluation] = None) -> None:
         """Show these evaluations (the first the reference; () clears) and, while runs are compared, their
-        comparison."""
+        comparison; or (``regression``) a regression run's evaluation, which clears the classification ones."""
+        if regression is not None or self.regression is not None:
+            self.regression = regression
+            self.notify("regression_changed", regression)
         if comparison is not None or self.comparison is not None:
             self.comparison = comparison
             self.notify("comparison_changed", comparison)
