@@ -23,7 +23,7 @@ def disabled_reason(session: Session) -> Optional[str]:
         return "Open a run with members (an ensemble or MC-dropout passes) to split its curve by epistemic tercile"
     if session.compare_runs:
         return "Not while runs are compared: the split is of one run's ensemble"
-    if not run.split(split).members:
+    if not getattr(run.split(split), "members", 0):       # a regression run's splits have none either
         return (f"Needs members (an ensemble or MC-dropout passes): split {split} of {run.name} has none, so it has "
                 "no mutual information to split by")
     return None
