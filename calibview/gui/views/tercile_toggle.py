@@ -49,7 +49,7 @@ class TercileToggle(QtWidgets.QWidget):
         self.calibrator = QtWidgets.QComboBox()
         self.calibrator.setSizeAdjustPolicy(
             QtWidgets.QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
-        self.calibrator.setMinimumContentsLength(10)
+        self.calibrator.setMinimumContentsLength(5)        # its popup shows whole names
         self.calibrator.setVisible(False)            # shown while the split is on: the row must fit 1280 px
         self.calibrator.setToolTip("The calibrator whose curve is split by epistemic tercile")
         self.calibrator.currentIndexChanged.connect(lambda _i: self.changed.emit())
