@@ -101,16 +101,17 @@ def plan(args) -> Planned:
     runs = _chosen(args, file)
     if not runs:
         return Planned()
-    from calibview.core.evaluation.request import default_splits
-    from calibview.core.regression.evaluate import RegRequest, check_regression_request
-    from calibview.core.regression.recalibrators import applies
-
     explicit = args.calibrators is not None
     given = tuple(c.strip() for c in args.calibrators.split(",") if c.strip()) if explicit else REG_CALIBRATORS
     for name in given:           # a typo is refused here, before it could be noted as skipped for these runs
         if name not in REG_CALIBRATORS and name not in defaults.KNOWN_CALIBRATORS:
             raise CalibviewError(f"Unknown calibrator {name!r}; choose from {', '.join(defaults.KNOWN_CALIBRATORS)} "
                                  f"(classification runs) or {', '.join(REG_CALIBRATORS[1:])} (regression runs).")
+    # scipy is loaded only past that refusal, which (as for classification runs) computes nothing
+    from calibview.core.evaluation.request import default_splits
+    from calibview.core.regression.evaluate import RegRequest, check_regression_request
+    from calibview.core.regression.recalibrators import applies
+
     skipped = [c for c in given if c not in REG_CALIBRATORS]
     bins = str(args.bins).split(",")[0].strip()
     bins = defaults.BINS if bins.lower() == "auto" else _whole(bins)
