@@ -47,13 +47,7 @@ def choose(path: str, obj: Any, run, use: Optional[str], allow_other_run: bool =
         raise CalibviewError(f"{path} is an inference config of calibview release, which holds a classification "
                              f"calibrator, and {where} is a regression run; give the calibrators.json of a report on "
                              "the regression run.")
-    if isinstance(obj, dict):
-        records, single = [obj], True
-    elif isinstance(obj, list) and obj and all(isinstance(e, dict) for e in obj):
-        records, single = obj, False
-    else:
-        raise CalibviewError(f"{path} is not a calibview calibrators file (expected a list of calibrator records "
-                             f"or one calibrator's JSON).")
+    records, single = calibrator_file.records_of(path, obj)
     warnings = calibrator_file.schema_warnings(path, records)        # printed once the record is accepted
     reg = [r for r in records if r.get("kind") == calibrator_file.REGRESSION]
     if not reg:

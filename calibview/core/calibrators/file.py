@@ -93,16 +93,21 @@ def schema_warnings(path: str, records: Sequence[Mapping]) -> list[str]:
     return []
 
 
+def records_of(path: str, obj: Any) -> tuple[list[dict], bool]:
+    """(the records of a calibrators file's JSON ``obj``, whether it was a single record); one sentence for
+    anything else."""
+    if isinstance(obj, dict):
+        return [obj], True
+    if isinstance(obj, list) and obj and all(isinstance(e, dict) for e in obj):
+        return obj, False
+    raise CalibviewError(f"{path} is not a calibview calibrators file (expected a list of calibrator records "
+                         f"or one calibrator's JSON).")
+
+
 def choose(path: str, obj: Any, run, use: Optional[str] = None, *,
            allow_other_run: bool = False) -> tuple[dict, list[str]]:
     """(the calibrator record to apply to ``run`` (a RunInfo), warnings)."""
-    if isinstance(obj, dict):
-        records, single = [obj], True
-    elif isinstance(obj, list) and obj and all(isinstance(e, dict) for e in obj):
-        records, single = obj, False
-    else:
-        raise CalibviewError(f"{path} is not a calibview calibrators file (expected a list of calibrator records "
-                             f"or one calibrator's JSON).")
+    records, single = records_of(path, obj)
     warnings = schema_warnings(path, records)
     # a report on a file with regression runs lists their recalibrators too: they are not candidates here
     regression = [r for r in records if r.get("kind") == REGRESSION]
