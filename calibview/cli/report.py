@@ -25,6 +25,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_member_options(p, rank=True)
     p.add_argument("--out", "-o", required=True, help="output directory")
     p.add_argument("--no-diagram", action="store_true", help="skip diagram.png (it needs Qt, drawn offscreen)")
+    p.add_argument("--diagram-by", choices=("epistemic",), default=None,
+                   help="epistemic: a run with members gets its first calibrated curve (the uncalibrated one "
+                        "without calibrators) split into three more, the samples of low, mid and high mutual "
+                        "information between the members (the terciles of `calibview slices --by epistemic`)")
     p.add_argument("--force", action="store_true",
                    help="write into a non-empty --out that holds no earlier report's manifest.json")
     add_lock_options(p)
@@ -63,6 +67,7 @@ def run(args) -> int:
         from calibview.cli.conformal import _alphas
         _alphas(args.conformal)           # a bad level is refused before any work
     prepare_compare(args)         # refuses runs that cannot be compared before any work
+    check_diagram_by(args)
     figure = None if args.no_diagram else figure_options(args)
     inputs = [eval_file(args)]
     settings = {k: v for k, v in vars(args).items() if k not in ("out", "log_level", "quiet", "force", "lock_timeout")}
@@ -85,7 +90,7 @@ def run(args) -> int:
             write_compare(engine, evaluations, args, folder.dir, figure)
         firsts = first_settings(evaluations)
         if not args.no_diagram:
-            write_diagrams(firsts, folder.dir, figure, engine)
+            write_diagrams(firsts, folder.dir, figure, engine, by=args.diagram_by)
         if conformal:
             write_conformal(conformal, folder.dir, draw=not args.no_diagram)
         if reg and not args.no_diagram:
@@ -184,14 +189,45 @@ def write_domains(evaluations, engine, out: Path) -> Path:
     return out / "domains.csv"
 
 
-def write_diagrams(evaluations, out: Path, figure=None, engine=None) -> list[Path]:
+def check_diagram_by(args) -> None:
+    """Refuse ``--diagram-by`` before any work where it cannot draw: without a diagram, or with no evaluated run
+    whose evaluation split has members."""
+    if not args.diagram_by:
+        return
+    if args.no_diagram:
+        raise CalibviewError("--diagram-by splits a curve of the diagram; leave out --no-diagram.")
+    from calibview.core.io import discovery, shards
+
+    reqs = requests_from_args(args)
+    infos = [(shards if shards.is_pattern(r.file) else discovery).find_run(r.file, r.run) for r in reqs]
+    if not any(info.split(r.eval_split).members for r, info in zip(reqs, infos)):
+        raise CalibviewError(f"--diagram-by {args.diagram_by} needs a run with members (an ensemble or MC-dropout "
+                             f"passes) in its evaluation split; {', '.join(sorted({i.name for i in infos}))} "
+                             f"{'has' if len(infos) == 1 else 'have'} none.")
+
+
+def _terciles(ev, engine, by):
+    """(calibrator, its TercileCurves) of ``ev``'s diagram for ``--diagram-by`` (None, () when not split)."""
+    if not by or engine is None or not ev.run.split(ev.request.eval_split).members:
+        if by:
+            logging.getLogger("calibview").warning(f"note: {ev.run.name} has no members in {ev.request.eval_split}: "
+                                                   f"its diagram is not split by {by}.")
+        return None, ()
+    from calibview.core.evaluation.members.terciles import default_calibrator, tercile_split
+
+    name = default_calibrator(r.name for r in ev.results)
+    return name, tercile_split(engine, ev.request, ev.run).of(name)
+
+
+def write_diagrams(evaluations, out: Path, figure=None, engine=None, by=None) -> list[Path]:
     """diagram.png (one run) or diagram_<model>_<dataset>.png per run, drawn offscreen by calibview.plot's canvas;
-    with ``figure`` (options, formats) one publication figure per format instead (calibview.plot.export)."""
+    with ``figure`` (options, formats) one publication figure per format instead (calibview.plot.export);
+    ``by`` "epistemic" (``--diagram-by``): a members run's first calibrated curve split by epistemic tercile."""
     try:
         from calibview.plot.canvas import render_diagram_png
         from calibview.plot.export import render_figure
         from calibview.plot.figure import legend_numbers
-        from calibview.plot.spec import calibrator_panels
+        from calibview.plot.spec import calibrator_panels, with_terciles
     except ImportError as e:          # a headless install without Qt still gets the CSV and JSON
         logging.getLogger("calibview").warning(f"warning: no diagram.png ({e}); install PySide6 and pyqtgraph for it.")
         return []
@@ -205,12 +241,14 @@ def write_diagrams(evaluations, out: Path, figure=None, engine=None) -> list[Pat
     names = unique_names(keys, "diagram", ".png")      # runs that sanitise alike get a hash each, none is lost
     for ev, name in zip(evaluations, names):
         title = f"{ev.run.name} · {ev.request.eval_split} (N = {ev.n_eval:,}, K = {ev.k})"
+        split_of, curves = _terciles(ev, engine, by)
         if figure is not None:
             opts, formats = figure
             opts = dataclasses.replace(opts, title=title, extra={"bandwidth": f"{ev.request.bandwidth:g}",
                                                                   "kernel": ev.request.kernel})
-            panels = calibrator_panels(ev.results, k=ev.k, layout=opts.layout,
-                                       subtitle_of=lambda r: legend_numbers(r.metrics, loss=r.loss))
+            panels = with_terciles(calibrator_panels(ev.results, k=ev.k, layout=opts.layout,
+                                                     subtitle_of=lambda r: legend_numbers(r.metrics, loss=r.loss)),
+                                   split_of, curves, k=ev.k)
             paths += render_figure(panels, out / name, opts, bandwidth=ev.request.bandwidth,
                                    kernel=ev.request.kernel, formats=formats)
             if ev.k == 2 and engine is not None:       # binary: the positive-class diagram besides
@@ -222,7 +260,7 @@ def write_diagrams(evaluations, out: Path, figure=None, engine=None) -> list[Pat
                                        bandwidth=ev.request.bandwidth, kernel=ev.request.kernel, formats=formats)
             continue
         render_diagram_png(list(ev.results), out / name, bandwidth=ev.request.bandwidth, kernel=ev.request.kernel,
-                           title=title)
+                           title=title, terciles=(split_of, curves))
         paths.append(out / name)
     return paths
 

@@ -15,6 +15,7 @@ from calibview.core.errors import CalibviewError
 from calibview.core.io.demo import demo_path
 from calibview.core.stats.metrics import METRIC_HELP
 from calibview.gui import exports, layout, preferences
+from calibview.gui.regression_mode import RegressionMode
 from calibview.gui.preferences import apply_palette  # noqa: F401 (its old home)
 from calibview.gui.recent import MAX_RECENT, RecentFiles  # noqa: F401 (MAX_RECENT: its old home)
 from calibview.gui.session import Session
@@ -31,6 +32,7 @@ from calibview.gui.views.members_view import MembersView
 from calibview.gui.views.domain_canvases import DomainCanvases
 from calibview.gui.views.metrics_table import MetricsTable
 from calibview.gui.views.slices_view import SliceOverlay, SlicesView
+from calibview.gui.views.tercile_toggle import TercileToggle
 from calibview.plot.canvas import CalibrationCanvas
 
 H5_SUFFIXES = (".h5", ".hdf5", ".hdf", ".he5")
@@ -55,8 +57,12 @@ class MainWindow(QtWidgets.QMainWindow):
                                        "padding: 6px 12px; border-radius: 4px; }")
         self.stale_label.hide()
         self.bandwidth_bar = BandwidthBar(self.session)
-        central = QtWidgets.QWidget()
-        col = QtWidgets.QVBoxLayout(central)
+        self.tercile_toggle = TercileToggle(self.session)    # the curve split by epistemic tercile (members)
+        self.bandwidth_bar.layout().addWidget(self.tercile_toggle)
+        self.tercile_toggle.changed.connect(self._update_terciles)
+        self.session.terciles_changed.connect(lambda _split: self._update_terciles())
+        classification = QtWidgets.QWidget()
+        col = QtWidgets.QVBoxLayout(classification)
         col.setContentsMargins(0, 0, 0, 0)
         col.setSpacing(0)
         col.addWidget(self.bandwidth_bar)
@@ -65,7 +71,9 @@ class MainWindow(QtWidgets.QMainWindow):
         self.compare_figure = CompareFigure(self.session)    # compared runs: in place of the canvas
         self.compare_figure.active_changed.connect(self.domains.setHidden)
         col.addWidget(self.compare_figure, 1)
-        self.setCentralWidget(central)
+        self.central_stack = QtWidgets.QStackedWidget()      # a regression run: its own view in this place
+        self.central_stack.addWidget(classification)
+        self.setCentralWidget(self.central_stack)
         self.browser = Browser(self.session)
         self.panel = CalibratorPanel(self.session)
         self.table = MetricsTable()
@@ -88,6 +96,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.decisions = DecisionsView(self.session)
         self.decisions_dock = self._dock("Decisions", self.decisions, QtCore.Qt.BottomDockWidgetArea)
         self.tabifyDockWidget(self.table_dock, self.decisions_dock)
+        self.regression = RegressionMode(self, self.central_stack, classification)
         self.table_dock.raise_()
         # computed only while someone looks (a tab behind Metrics is not looked at)
         self.decisions_dock.visibilityChanged.connect(self.session.want_decisions)
@@ -157,8 +166,8 @@ class MainWindow(QtWidgets.QMainWindow):
         self._action(r, "&Fit and evaluate", self.panel.fit, "Ctrl+R")
         self._action(r, "&Cancel", self.session.cancel, "Esc")
         r.addSeparator()
-        self._action(r, "&Wider bandwidth", lambda: self.bandwidth_bar.step(1.25), "Ctrl+]")
-        self._action(r, "&Narrower bandwidth", lambda: self.bandwidth_bar.step(0.8), "Ctrl+[")
+        self._action(r, "&Wider bandwidth", lambda: self.step_bandwidth(1.25), "Ctrl+]")
+        self._action(r, "&Narrower bandwidth", lambda: self.step_bandwidth(0.8), "Ctrl+[")
         v = mb.addMenu("&View")
         self.theme_actions = {}
         group = QtGui.QActionGroup(self)
@@ -167,6 +176,8 @@ class MainWindow(QtWidgets.QMainWindow):
             act.setCheckable(True)
             group.addAction(act)
             self.theme_actions[name] = act
+        v.addSeparator()
+        v.addAction(self.tercile_toggle.action)
         v.addSeparator()
         for dock in (self.browser_dock, self.panel_dock, self.table_dock, self.decisions_dock):
             v.addAction(dock.toggleViewAction())
@@ -269,6 +280,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.table.set_evaluations(evs[:1] if self.session.compare_runs else evs)   # runs: the Compare tab
         self.domains.set_evaluations(evs[:1] if self.session.compare_runs else evs, self.session.bandwidth,
                                      self.session.kernel, self.session.visible)
+        self._update_terciles()
         if ev is None:
             return
         warnings = [f"{r.label}: {w}" for r in ev.results for w in r.warnings]
@@ -285,9 +297,21 @@ class MainWindow(QtWidgets.QMainWindow):
         self.progress_label.setText(msg + (f" · {len(warnings)} warning(s)" if warnings else ""))
         self.progress_label.setToolTip("\n".join(warnings))
 
+    def step_bandwidth(self, factor: float) -> None:
+        """Run > Wider / Narrower bandwidth: the regression diagram's while a regression run is selected."""
+        (self.regression.view if self.regression.active else self.bandwidth_bar).step(factor)
+
     def _on_session_bandwidth_changed(self, h: float, kernel: str) -> None:
         self.domains.set_bandwidth(h, kernel)
         self.slice_overlay.set_bandwidth(h, kernel)
+
+    def _update_terciles(self) -> None:
+        """The chosen calibrator's curve split by epistemic tercile on the canvas, while switched on and computed
+        for the shown evaluation (Session.shown_terciles); else none."""
+        split, name = self.session.shown_terciles(), self.tercile_toggle.calibrator_name()
+        curves = split.of(name) if split is not None and name else ()
+        if (self.canvas.terciles.calibrator, self.canvas.terciles.curves) != ((name, curves) if curves else (None, ())):
+            self.canvas.set_terciles(name, curves)
 
     def _update_slice_overlay(self) -> None:
         res, name = self.session.slices, self.slices_view.overlay_calibrator()
@@ -320,8 +344,9 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def _shows_other_selection(self) -> bool:
         """Whether the diagram and table show another run or split than the one being computed."""
-        ev, s = self.session.evaluation, self.session
-        shown = tuple((e.run.file, e.run.name, e.request.eval_split) for e in s.evaluations)
+        s = self.session
+        ev = s.evaluation or s.regression
+        shown = tuple((e.run.file, e.run.name, e.request.eval_split) for e in s.evaluations or ((ev,) if ev else ()))
         want = tuple((s.run.file, s.run.name, x) for x in s.eval_splits) + tuple(
             (f, n, s.eval_split) for f, n in s.compare_runs) if s.run is not None else ()
         return ev is not None and (ev.run != s.run or ev.request.eval_split != s.eval_split
@@ -367,6 +392,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.compare_figure.set_theme(name)
         self.decisions.set_theme(name)
         self.slice_overlay.set_theme(name)
+        self.regression.set_theme(name)
         self.theme_actions[name].setChecked(True)
         self.settings.setValue("theme", name)
 

@@ -51,15 +51,18 @@ class Session(QtCore.QObject):
     decisions_changed = QtCore.Signal(object)           # gui.model.decisions.Decisions or None
     slices_changed = QtCore.Signal(object)              # gui.model.slices.SliceResult or None
     comparison_changed = QtCore.Signal(object)          # core.evaluation.compare.Comparison or None
+    terciles_changed = QtCore.Signal(object)            # core.evaluation.members.terciles.TercileSplit or None
+    regression_changed = QtCore.Signal(object)          # core.regression.evaluate.RegEvaluation or None
 
     _request = QtCore.Signal(int, object, object)       # to the worker thread (queued)
     _decide = QtCore.Signal(int, object, object)        # to the worker thread (queued)
     _slice = QtCore.Signal(int, object, object, object)  # to the worker thread (queued)
+    _split = QtCore.Signal(int, object, object, object)  # to the worker thread (queued)
 
     def __init__(self, parent: Optional[QtCore.QObject] = None) -> None:
         super().__init__(parent)
         self.model = WindowModel(self._relay, ask_evaluation=self._request.emit, ask_decisions=self._decide.emit,
-                                 ask_slices=self._slice.emit)
+                                 ask_slices=self._slice.emit, ask_terciles=self._split.emit)
         self._thread = QtCore.QThread()
         self._thread.setObjectName("calibview-evaluation")
         self._worker = EvaluationWorker()
@@ -68,6 +71,7 @@ class Session(QtCore.QObject):
         self._request.connect(self._worker.run, queued)
         self._decide.connect(self._worker.decide, queued)
         self._slice.connect(self._worker.slice, queued)
+        self._split.connect(self._worker.split_terciles, queued)
         self._worker.progressed.connect(self._on_worker_progressed, queued)
         self._worker.partial.connect(self._on_worker_partial, queued)
         self._worker.finished.connect(self._on_worker_finished, queued)
@@ -75,6 +79,7 @@ class Session(QtCore.QObject):
         self._worker.cancelled.connect(self._on_worker_cancelled, queued)
         self._worker.sliced.connect(self._on_worker_sliced, queued)
         self._worker.decided.connect(self._on_worker_decided, queued)
+        self._worker.split.connect(self._on_worker_split, queued)
         self._thread.start()
 
     def _relay(self, event: str, *args) -> None:
@@ -112,12 +117,14 @@ class Session(QtCore.QObject):
     evaluation = _attribute("evaluation")
     evaluations = _attribute("evaluations")
     comparison = _attribute("comparison")
+    regression = _attribute("regression")
     visible = _attribute("visible")
     generation = _attribute("generation")
     decisions = _attribute("decisions")
     decisions_split = _attribute("decisions_split")
     slice_by = _attribute("slice_by")
     slices = _attribute("slices")
+    terciles_on = _attribute("terciles_on")
     busy = _attribute("busy")
 
     # --- what the views ask: each forwarded to the model (WindowModel's method of the same name) ---------------
@@ -165,6 +172,10 @@ class Session(QtCore.QObject):
         """Curves follow at once (bandwidth_changed); the metrics follow with the next evaluation."""
         self.model.set_bandwidth(bandwidth, kernel)
 
+    def set_reg_bandwidth(self, bandwidth: Optional[float]) -> None:
+        """Evaluate the selected regression run's cal at this bandwidth in its target's units (None: Silverman)."""
+        self.model.set_reg_bandwidth(bandwidth)
+
     def set_visible(self, names) -> None:
         """Show these calibrators (by name) and hide the other shown ones."""
         self.model.set_visible(names)
@@ -189,6 +200,14 @@ class Session(QtCore.QObject):
     def set_slice_by(self, column: Optional[str]) -> None:
         """Slice the evaluation split by a metadata column, or "class" (None: no slices)."""
         self.model.set_slice_by(column)
+
+    def set_terciles(self, on: bool) -> None:
+        """Split the diagram's curve by epistemic tercile (a run with members) or stop (terciles_changed)."""
+        self.model.set_terciles(on)
+
+    def shown_terciles(self):
+        """The TercileSplit of the shown evaluation while the split is on, else None."""
+        return self.model.shown_terciles()
 
     def want_decisions(self, on: bool) -> None:
         """The Decisions view is shown (on) or hidden: its data is computed only while someone looks."""
@@ -238,3 +257,6 @@ class Session(QtCore.QObject):
 
     def _on_worker_decided(self, generation: int, data) -> None:
         self.model.decisions_answered(generation, data)
+
+    def _on_worker_split(self, generation: int, result) -> None:
+        self.model.terciles_answered(generation, result)

@@ -9,6 +9,7 @@ answer must never replace a newer one), and the worker never touches a widget (w
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 import traceback
@@ -19,6 +20,7 @@ from calibview.core.evaluation.compare import CompareRequest, compare
 from calibview.core.evaluation.engine import Engine
 from calibview.core.errors import Cancelled, CalibviewError
 from calibview.core.evaluation.request import EvalRequest
+from calibview.core.regression.evaluate import RegRequest, evaluate_regression
 from calibview.gui.model.decisions import build_decisions
 from calibview.gui.model.slice_results import SliceResult, slice_result  # noqa: F401 (SliceResult: its old home)
 
@@ -27,7 +29,8 @@ class EvaluationWorker(QtCore.QObject):
     """Lives on a worker thread; ``run`` is invoked through a queued signal from the session."""
 
     progressed = QtCore.Signal(int, float, str)      # generation, fraction, message
-    # A request is one EvalRequest, or a tuple of them (domains: one per eval split, sharing the fits), or a
+    # A request is one EvalRequest, a RegRequest (a regression run: a RegEvaluation, no partial results), or a
+    # tuple of EvalRequests (domains: one per eval split, sharing the fits), or a
     # CompareRequest (runs on the same samples); its results are an Evaluation, or a tuple of Evaluations in the
     # same order (a partial one: those done so far, the last with intervals pending), or a Comparison.
     partial = QtCore.Signal(int, object)             # generation, Evaluation(s) with intervals pending
@@ -38,6 +41,9 @@ class EvaluationWorker(QtCore.QObject):
     decided = QtCore.Signal(int, object)             # decisions generation, Decisions or str
     #: per-slice rows and curves (SliceResult), or a one-sentence message when they failed
     sliced = QtCore.Signal(int, object)              # slices generation, SliceResult or str
+    #: the diagram's curves split by epistemic tercile (core.evaluation.members.terciles.TercileSplit), or a
+    #: one-sentence message when they failed
+    split = QtCore.Signal(int, object)               # terciles generation, TercileSplit or str
 
     #: Progress is forwarded at most this often (seconds): the GUI needs ~20 updates a second, not thousands.
     progress_interval = 0.05
@@ -45,6 +51,7 @@ class EvaluationWorker(QtCore.QObject):
     def __init__(self, engine: Engine | None = None) -> None:
         super().__init__()
         self.engine = engine or Engine()
+        self._reg_data: tuple = (None, {})      # (key, split name -> RegSplitData) of the latest regression run
 
     @QtCore.Slot(int, object, object)
     def run(self, generation: int, request, cancel: threading.Event) -> None:
@@ -65,6 +72,9 @@ class EvaluationWorker(QtCore.QObject):
             if isinstance(request, EvalRequest):
                 result = self.engine.evaluate(request, progress=progress, cancel=cancel,
                                               on_partial=lambda ev: self.partial.emit(generation, ev))
+            elif isinstance(request, RegRequest):
+                result = evaluate_regression(request, self._regression_data(request.run), progress=progress,
+                                             cancel=cancel)
             elif isinstance(request, CompareRequest):       # result: a core.evaluation.compare.Comparison
                 result = compare(self.engine, request.requests, request.reference, progress=progress,
                                  cancel=cancel, on_partial=lambda evs: self.partial.emit(generation, evs))
@@ -83,6 +93,18 @@ class EvaluationWorker(QtCore.QObject):
         else:
             self.finished.emit(generation, result)
 
+    def _regression_data(self, run) -> dict:
+        """The split arrays already read of regression run ``run`` (filled by evaluate_regression), kept while
+        the same run of an unchanged file is evaluated again (another split, another bandwidth)."""
+        try:
+            st = os.stat(run.file)
+            key = (run, st.st_mtime_ns, st.st_size)
+        except OSError:
+            key = None
+        if key is None or key != self._reg_data[0]:
+            self._reg_data = (key, {})
+        return self._reg_data[1]
+
     @QtCore.Slot(int, object, object)
     def decide(self, generation: int, request: EvalRequest, cancel: threading.Event) -> None:
         """Per-sample vectors of the request's eval split (Engine.scored: a cache hit after its evaluation), sorted
@@ -99,6 +121,14 @@ class EvaluationWorker(QtCore.QObject):
         """core.evaluation.slices.evaluate_slices of the request by column ``by``, and each slice's binned
         statistics per calibrator (the canvas overlay redraws their curves at any bandwidth)."""
         self._answer(self.sliced, generation, cancel, lambda: slice_result(self.engine, request, by, cancel))
+
+    @QtCore.Slot(int, object, object, object)
+    def split_terciles(self, generation: int, request: EvalRequest, run, cancel: threading.Event) -> None:
+        """Each calibrator's curve of the request split by epistemic tercile: the scores are the engine's cached
+        per-sample vectors (Engine.scored), the terciles the mutual information of the split's members."""
+        from calibview.core.evaluation.members.terciles import tercile_split
+
+        self._answer(self.split, generation, cancel, lambda: tercile_split(self.engine, request, run, cancel))
 
     def _answer(self, signal, generation: int, cancel: threading.Event, work) -> None:
         """``signal.emit(generation, work())``, or the error's sentence in its place; nothing when cancelled."""

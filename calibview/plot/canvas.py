@@ -21,13 +21,13 @@ from PySide6 import QtCore, QtGui, QtWidgets
 
 from calibview.plot import overlay, render_png
 from calibview.plot.canvas_figure import CanvasGrid
-from calibview.plot.curve_items import Series as _Series, band_alpha_scale, set_export_quality
+from calibview.plot.curve_items import Series as _Series, TercileLayer, band_alpha_scale, set_export_quality
 from calibview.plot.export import render_figure
 from calibview.plot.export_dialog import ExportDialog
 from calibview.plot.figure import FigureView, legend_numbers
-from calibview.plot.navigation import CanvasToolbar, DraggableLegend, x_ticks
+from calibview.plot.navigation import CanvasToolbar, DraggableLegend, HoverCursor, x_ticks
 from calibview.plot.palette import assign_colors
-from calibview.plot.spec import LAYOUTS, FigureOptions, calibrator_panels
+from calibview.plot.spec import LAYOUTS, FigureOptions, calibrator_panels, with_terciles
 from calibview.plot.theme import THEMES, qcolor
 
 __all__ = ["CalibrationCanvas", "render_diagram_png"]
@@ -107,14 +107,9 @@ class CalibrationCanvas(QtWidgets.QWidget):
         self._legend.setZValue(50)
         self._legend.reset()
         self._top.addItem(self._legend, ignoreBounds=True)
-        self._hover_lines = []
-        for plot in (self._top, self._bottom):
-            line = pg.InfiniteLine(angle=90, movable=False)
-            line.setZValue(40)
-            line.hide()
-            plot.addItem(line, ignoreBounds=True)
-            self._hover_lines.append(line)
-        self._view.scene().sigMouseMoved.connect(self._on_scene_mouse_moved)
+        self._terciles = TercileLayer(self._top, self._bottom)      # one calibrator's curve by epistemic tercile
+        self._hover = HoverCursor((self._top, self._bottom), self._view.scene(), self._hover_text, self._set_readout)
+        self._hover_lines = self._hover.lines
         self._top.sigXRangeChanged.connect(self._on_x_range_changed)
         self.set_theme(theme)
 
@@ -141,6 +136,21 @@ class CalibrationCanvas(QtWidgets.QWidget):
             region.setRegion((0.0, 1.0 / k if k > 1 else 0.0))
         self._rebuild_grid()
 
+    def set_terciles(self, calibrator: Optional[str], curves=()) -> None:
+        """Draw ``calibrator``'s curve split by epistemic tercile: ``curves`` its low / mid / high TercileCurves
+        (core.evaluation.members.terciles), over the overlay and in its grid panel, exported with the figure; ()
+        removes them. Redrawn at every bandwidth from their binned sums, O(grid) each."""
+        colors = assign_colors([s.name for s in self._series] + [c.name for c in curves])
+        self._terciles.set(calibrator, curves, colors, max((s.k for s in self._series), default=0), self._theme)
+        self._refresh_visibility()
+        self._update_legend()
+        self._rebuild_grid()
+
+    @property
+    def terciles(self) -> TercileLayer:
+        """The epistemic tercile curves drawn over the overlay (``series``, ``calibrator``, ``curves``)."""
+        return self._terciles
+
     def set_visible(self, names: Iterable[str]) -> None:
         """Show the calibrators in ``names``, hide the others."""
         shown = set(names)
@@ -163,6 +173,7 @@ class CalibrationCanvas(QtWidgets.QWidget):
             for s in self._series:
                 if s.name not in self._hidden:
                     s.update(h, kernel)
+            self._terciles.show(self._terciles_on(), h, kernel)
         except Exception:
             self._bandwidth, self._kernel = old
             self._refresh_visibility()
@@ -189,12 +200,12 @@ class CalibrationCanvas(QtWidgets.QWidget):
         self._diagonal.setPen(pg.mkPen(t.diagonal, width=1.2, style=QtCore.Qt.PenStyle.DashLine))
         for region in self._floor:
             region.setBrush(pg.mkBrush(qcolor(t.grid, max(12, t.grid_alpha // 2))))
-        for line in self._hover_lines:
-            line.setPen(pg.mkPen(qcolor(t.hover, 170), width=1, style=QtCore.Qt.PenStyle.DotLine))
+        self._hover.set_pen(pg.mkPen(qcolor(t.hover, 170), width=1, style=QtCore.Qt.PenStyle.DotLine))
         self._legend.border = pg.mkPen(t.legend_border, width=1)
         self._legend.fill = pg.mkBrush(qcolor(t.legend_fill, t.legend_alpha))
         for s in self._series:
             s.apply_theme(t)
+        self._terciles.apply_theme(t)
         self._update_title()
         self._update_legend()
         self._grid_layout.set_theme(name)
@@ -326,8 +337,10 @@ class CalibrationCanvas(QtWidgets.QWidget):
     def figure_panels(self, layout: Optional[str] = None) -> list:
         """The shown calibrators as figure panels (spec.PanelSpec), for the grid and for exports."""
         shown = [s.result for s in self._series if s.name not in self._hidden]
-        return calibrator_panels(shown, k=max((s.k for s in self._series), default=0), layout=layout or self._layout,
-                                 subtitle_of=lambda r: legend_numbers(r.metrics))
+        k = max((s.k for s in self._series), default=0)
+        panels = calibrator_panels(shown, k=k, layout=layout or self._layout, subtitle_of=lambda r: legend_numbers(r.metrics))
+        layer = self._terciles
+        return with_terciles(panels, layer.calibrator, layer.curves if self._terciles_on() else (), k=k)
 
     def export_figure(self, path, options: Optional[FigureOptions] = None, formats=()) -> list:
         """The shown calibrators as a publication figure (export.render_figure): the options' size, DPI, fonts,
@@ -380,6 +393,10 @@ class CalibrationCanvas(QtWidgets.QWidget):
             if on:
                 s.update(self._bandwidth, self._kernel)
             s.set_shown(on, band=self._bands and s.name not in self._band_hidden, ci=self._ci, bins=self._show_bins)
+        self._terciles.show(self._terciles_on(), self._bandwidth, self._kernel)
+
+    def _terciles_on(self) -> bool:
+        return self._terciles.calibrator is not None and self._terciles.calibrator not in self._hidden
 
     def _update_title(self) -> None:
         t = self._theme
@@ -408,8 +425,10 @@ class CalibrationCanvas(QtWidgets.QWidget):
         if not self._compact:
             self._legend_stale = self._cal_stale()
         self._notes = self._curve_notes()
-        self._legend.setHtml(overlay.legend_table(shown, self._theme, compact=self._compact,
-                                                  stale=self._legend_stale, notes=self._notes))
+        split = [s for s in self._terciles.series if self._terciles_on()]
+        of = next((s.result.label for s in shown if s.name == self._terciles.calibrator), "")
+        self._legend.setHtml(overlay.legend_table(shown, self._theme, compact=self._compact, stale=self._legend_stale,
+                                                  notes=self._notes, terciles=split, tercile_of=of))
         self._legend.show()
 
     def _curve_notes(self) -> list[str]:
@@ -420,30 +439,13 @@ class CalibrationCanvas(QtWidgets.QWidget):
             self._readout = text
             self.hover_changed.emit(text)
 
-    def _on_scene_mouse_moved(self, pos) -> None:
-        pos = QtCore.QPointF(pos)
-        for plot in (self._top, self._bottom):
-            if plot.vb.sceneBoundingRect().contains(pos):
-                x = float(plot.vb.mapSceneToView(pos).x())
-                break
-        else:
-            self._clear_hover()
-            return
-        x = min(max(x, 0.0), 1.0)
-        for line in self._hover_lines:
-            line.setPos(x)
-            line.show()
-        parts = [f"conf {x:.2f}"]
-        parts += [s.readout(x, self._bandwidth) for s in self._series if s.name not in self._hidden]
-        self._set_readout(" | ".join(parts))
-
-    def _clear_hover(self) -> None:
-        for line in self._hover_lines:
-            line.hide()
-        self._set_readout("")
+    def _hover_text(self, x: float) -> str:
+        shown = [s for s in self._series if s.name not in self._hidden]
+        shown += self._terciles.series if self._terciles_on() else []
+        return " | ".join([f"conf {x:.2f}"] + [s.readout(x, self._bandwidth) for s in shown])
 
     def leaveEvent(self, event) -> None:  # noqa: N802 (Qt override)
-        self._clear_hover()
+        self._hover.clear()
         super().leaveEvent(event)
 
     def _preset_range(self, preset: str) -> tuple[float, float]:
@@ -473,10 +475,10 @@ class CalibrationCanvas(QtWidgets.QWidget):
 
 def render_diagram_png(results, path, *, bandwidth: float = 0.05, kernel: str = "gaussian",
                        size: tuple[int, int] = (900, 700), scale: float = 2.0, theme: str = "light",
-                       title: str = "") -> None:
+                       title: str = "", terciles: tuple = (None, ())) -> None:
     """Offscreen render of a canvas of ``results`` to a PNG of ``scale * size`` pixels (``calibview report``'s
-    diagram.png). Works from a plain script: creates a QApplication (offscreen when there is no display) if none
-    exists."""
+    diagram.png), with ``terciles`` = (calibrator, its TercileCurves) drawn (``set_terciles``). Works from a plain
+    script: creates a QApplication (offscreen when there is no display) if none exists."""
     render_png.ensure_app()
     canvas = CalibrationCanvas(theme=theme, toolbar=False)
     try:
@@ -485,6 +487,7 @@ def render_diagram_png(results, path, *, bandwidth: float = 0.05, kernel: str = 
         canvas.resize(int(size[0]), int(size[1]))
         canvas.set_bandwidth(bandwidth, kernel)
         canvas.set_results(results, title=title)
+        canvas.set_terciles(*terciles)
         canvas.show()
         QtWidgets.QApplication.processEvents()
         canvas.export_png(path, scale=scale)

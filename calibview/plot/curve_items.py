@@ -21,8 +21,15 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from calibview.core.stats import smoothing
 from calibview.plot.theme import Theme, qcolor, themed_color
 
-__all__ = ["Series", "AreaItem", "DRAW_FLOOR", "THIN_ALPHA", "domain_floor", "band_alpha_scale",
-           "set_export_quality"]
+__all__ = ["Series", "AreaItem", "TercileLayer", "DRAW_FLOOR", "THIN_ALPHA", "DASH_STYLES", "TERCILE_DASHES",
+           "domain_floor", "band_alpha_scale", "set_export_quality"]
+
+#: Qt pen styles of palette.DASHES' names
+DASH_STYLES = {"solid": None, "dash": QtCore.Qt.PenStyle.DashLine, "dot": QtCore.Qt.PenStyle.DotLine,
+               "dashdot": QtCore.Qt.PenStyle.DashDotLine, "dashdotdot": QtCore.Qt.PenStyle.DashDotDotLine}
+#: the low / mid / high epistemic tercile curves' line styles: palette.assign_dashes' order after the calibrators'
+#: solid lines, so that the window's overlay and the figures (grid, exports) draw them alike
+TERCILE_DASHES = ("dash", "dot", "dashdot")
 
 
 def band_alpha_scale(n_bands: int) -> float:
@@ -200,10 +207,13 @@ class Series:
             item.setVisible(on and bins)
 
     def update(self, bandwidth: float, kernel: str) -> None:
-        """Recompute the curve at (bandwidth, kernel) from the binned statistics and push it into the items."""
+        """Recompute the curve at (bandwidth, kernel) from the binned statistics (the result's own ``curve`` where it
+        caches them) and push it into the items."""
         if self.state == (bandwidth, kernel):
             return
-        sc = smoothing.sharpness_curve(self.result.stats, bandwidth, kernel)
+        curve_of = getattr(self.result, "curve", None)
+        sc = curve_of(bandwidth, kernel) if callable(curve_of) else smoothing.sharpness_curve(self.result.stats,
+                                                                                                bandwidth, kernel)
         self.sc, self.state = sc, (bandwidth, kernel)
         idx = _drawn_indices(self.grid_size, _drawn_step(self.grid_size, bandwidth))
         x = sc.x[idx]
@@ -262,6 +272,43 @@ class Series:
         n = self.cum_count[hi + 1] - self.cum_count[lo] if hi >= lo else 0.0
         acc = f"{sc.curve[i]:.2f}" if sc.valid[i] else "n/a"
         return f"{self.name}: acc {acc}, density {sc.density[i]:.2f}, n≈{int(round(n))} within ±{bandwidth:.3g}"
+
+
+class TercileLayer:
+    """The epistemic tercile curves of one calibrator (core.evaluation.members.terciles.TercileCurve) over a pair
+    of plots: kernel curves in the styles of TERCILE_DASHES, without band, density or bins; the canvas's overlay
+    layout holds one (the grid draws them as figure items, spec.with_terciles)."""
+
+    def __init__(self, top: pg.PlotItem, bottom: pg.PlotItem) -> None:
+        self.top, self.bottom = top, bottom
+        self.calibrator: Optional[str] = None
+        self.curves: tuple = ()
+        self.series: list[Series] = []
+
+    def set(self, calibrator: Optional[str], curves, colors: dict, k: int, theme: Theme) -> None:
+        """Draw ``curves`` (the TercileCurves of ``calibrator``; () removes them) in ``colors`` (curve name ->
+        colour), on [1/``k``, 1], in ``theme``."""
+        for s in self.series:
+            s.remove(self.top, self.bottom)
+        self.calibrator, self.curves = (calibrator, tuple(curves)) if curves else (None, ())
+        self.series = [Series(c, colors[c.name], self.top, self.bottom, k=k,
+                              dash=DASH_STYLES[TERCILE_DASHES[c.tercile]], name=c.label) for c in self.curves]
+        for s in self.series:
+            s.band_on = False
+            s.curve.setZValue(12)           # over the calibrators' curves, which they split
+            s.apply_theme(theme)
+
+    def show(self, on: bool, bandwidth: float, kernel: str) -> None:
+        """Shown (at ``bandwidth`` and ``kernel``: O(grid) per curve) or hidden."""
+        for s in self.series:
+            if on:
+                s.update(bandwidth, kernel)
+            s.set_shown(on, band=False, ci=False, bins=False, density=False)
+
+    def apply_theme(self, theme: Theme) -> None:
+        """Pens in ``theme``."""
+        for s in self.series:
+            s.apply_theme(theme)
 
 
 def set_export_quality(series, on: bool) -> None:

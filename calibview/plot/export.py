@@ -24,7 +24,7 @@ from calibview.plot.figure_fit import settle
 from calibview.plot.render_png import ensure_app, paint_view, write_png
 from calibview.plot.spec import FigureOptions, PanelSpec
 
-__all__ = ["render_figure", "figure_height_in", "export_view", "ensure_app"]
+__all__ = ["render_figure", "figure_height_in", "export_view", "write_view", "ensure_app"]
 
 
 def figure_height_in(n_panels: int, width_in: float, font_pt: float = 8.0) -> float:
@@ -49,36 +49,66 @@ def _layout(view: FigureView, w: int, h: int) -> None:
 
 def export_view(view: FigureView, path, fmt: str, options: FigureOptions, height_in: float) -> Path:
     """Writes the laid-out ``view`` (resized here to the options' size in logical pixels) as ``fmt``."""
-    path = Path(path)
     w, h = round(options.width_in * LOGICAL_DPI), round(height_in * LOGICAL_DPI)
     _layout(view, w, h)
     if settle(view):                 # a legend went under its plots: lay out once more
         _layout(view, w, h)
-    meta = options.describe()
     set_export_quality([s for _, s in view.all_series()], True)
     try:
-        if fmt == "png":
-            scale = options.dpi / LOGICAL_DPI
-            pw, ph = options.pixels(height_in)
-            img = QtGui.QImage(pw, ph, QtGui.QImage.Format.Format_ARGB32_Premultiplied)
-            img.fill(QtGui.QColor(view.theme.background))
-            img.setDevicePixelRatio(scale)
-            painter = QtGui.QPainter(img)
-            try:
-                paint_view(view, painter, w, h)
-            finally:
-                painter.end()
-            img.setDevicePixelRatio(1.0)
-            dpm = round(options.dpi / 0.0254)
-            img.setDotsPerMeterX(dpm)
-            img.setDotsPerMeterY(dpm)
-            img.setText("Description", meta)
-            img.setText("Software", "calibview")
-            if options.title:
-                img.setText("Title", options.title)
-            write_png(img, path, what="figure")
-        elif fmt == "pdf":
-            tmp = path.with_name(f".{path.name}.tmp")
+        return _write(view, path, fmt, options, height_in, view.theme.background)
+    finally:
+        set_export_quality([s for _, s in view.all_series()], False)
+
+
+def write_view(view: QtWidgets.QGraphicsView, path, fmt: str, options: FigureOptions, height_in: float,
+               background: Optional[str] = None) -> Path:
+    """Lay out any pyqtgraph ``view`` (a GraphicsLayoutWidget: the regression diagram) offscreen at the options'
+    width and ``height_in`` and write it as ``fmt`` ("png", "pdf" or "svg"), atomically, as figures are
+    written; ``background`` '#RRGGBB' (default: the options' theme's)."""
+    from calibview.plot.theme import THEMES
+
+    w, h = round(options.width_in * LOGICAL_DPI), round(height_in * LOGICAL_DPI)
+    _layout(view, w, h)
+    return _write(view, path, fmt, options, height_in, background or THEMES[options.theme].background)
+
+
+def _paint_on(device, view, w: int, h: int, background: str) -> None:
+    """Paint ``view`` over ``background`` on a vector ``device`` (a PDF writer, an SVG generator)."""
+    painter = QtGui.QPainter(device)
+    try:
+        painter.fillRect(QtCore.QRectF(0, 0, w, h), QtGui.QColor(background))
+        paint_view(view, painter, w, h)
+    finally:
+        painter.end()
+
+
+def _write(view, path, fmt: str, options: FigureOptions, height_in: float, background: str) -> Path:
+    path = Path(path)
+    w, h = round(options.width_in * LOGICAL_DPI), round(height_in * LOGICAL_DPI)
+    meta = options.describe()
+    if fmt == "png":
+        scale = options.dpi / LOGICAL_DPI
+        pw, ph = options.pixels(height_in)
+        img = QtGui.QImage(pw, ph, QtGui.QImage.Format.Format_ARGB32_Premultiplied)
+        img.fill(QtGui.QColor(background))
+        img.setDevicePixelRatio(scale)
+        painter = QtGui.QPainter(img)
+        try:
+            paint_view(view, painter, w, h)
+        finally:
+            painter.end()
+        img.setDevicePixelRatio(1.0)
+        dpm = round(options.dpi / 0.0254)
+        img.setDotsPerMeterX(dpm)
+        img.setDotsPerMeterY(dpm)
+        img.setText("Description", meta)
+        img.setText("Software", "calibview")
+        if options.title:
+            img.setText("Title", options.title)
+        write_png(img, path, what="figure")
+    elif fmt == "pdf":
+        tmp = path.with_name(f".{path.name}.tmp")
+        try:
             writer = QtGui.QPdfWriter(str(tmp))
             writer.setResolution(round(LOGICAL_DPI))
             writer.setPageSize(QtGui.QPageSize(QtCore.QSizeF(options.width_in, height_in),
@@ -86,35 +116,27 @@ def export_view(view: FigureView, path, fmt: str, options: FigureOptions, height
             writer.setPageMargins(QtCore.QMarginsF(0, 0, 0, 0))
             writer.setTitle(meta)
             writer.setCreator("calibview")
-            painter = QtGui.QPainter(writer)
-            try:
-                painter.fillRect(QtCore.QRectF(0, 0, w, h), QtGui.QColor(view.theme.background))
-                paint_view(view, painter, w, h)
-            finally:
-                painter.end()
+            _paint_on(writer, view, w, h, background)
+            del writer                   # closes the file before it is moved into place
             os.replace(tmp, path)
-        elif fmt == "svg":
-            from PySide6 import QtSvg
-            buf = QtCore.QBuffer()
-            buf.open(QtCore.QIODevice.OpenModeFlag.WriteOnly)
-            gen = QtSvg.QSvgGenerator()
-            gen.setOutputDevice(buf)
-            gen.setSize(QtCore.QSize(w, h))
-            gen.setViewBox(QtCore.QRect(0, 0, w, h))
-            gen.setResolution(round(LOGICAL_DPI))
-            gen.setTitle(options.title or "calibview figure")
-            gen.setDescription(meta)
-            painter = QtGui.QPainter(gen)
-            try:
-                painter.fillRect(QtCore.QRectF(0, 0, w, h), QtGui.QColor(view.theme.background))
-                paint_view(view, painter, w, h)
-            finally:
-                painter.end()
-            atomic_write(path, bytes(buf.data()))
-        else:
-            raise ValueError(f"unknown figure format {fmt!r}")
-    finally:
-        set_export_quality([s for _, s in view.all_series()], False)
+        finally:
+            if tmp.exists():             # a failed write leaves no temporary file behind
+                tmp.unlink()
+    elif fmt == "svg":
+        from PySide6 import QtSvg
+        buf = QtCore.QBuffer()
+        buf.open(QtCore.QIODevice.OpenModeFlag.WriteOnly)
+        gen = QtSvg.QSvgGenerator()
+        gen.setOutputDevice(buf)
+        gen.setSize(QtCore.QSize(w, h))
+        gen.setViewBox(QtCore.QRect(0, 0, w, h))
+        gen.setResolution(round(LOGICAL_DPI))
+        gen.setTitle(options.title or "calibview figure")
+        gen.setDescription(meta)
+        _paint_on(gen, view, w, h, background)
+        atomic_write(path, bytes(buf.data()))
+    else:
+        raise ValueError(f"unknown figure format {fmt!r}")
     return path
 
 

@@ -76,12 +76,18 @@ class ExportDialog(QtWidgets.QDialog):
         self.layout_box.addItem("Grid (one panel per calibrator)", "grid")
         self.layout_box.setCurrentIndex(self.layout_box.findData(getattr(canvas, "layout_mode", "overlay")))
         form.addRow("Layout", self.layout_box)
-        self.bands = QtWidgets.QCheckBox("Sharpness bands")
+        self.bands = QtWidgets.QCheckBox(getattr(canvas, "band_label", "Sharpness bands"))
         self.bands.setChecked(bool(getattr(canvas, "bands_on", True)))
         form.addRow("", self.bands)
         self.ci_band = QtWidgets.QCheckBox("Confidence bands of the curves")
         self.ci_band.setChecked(bool(getattr(canvas, "ci_on", False)))
         form.addRow("", self.ci_band)
+        # what does not apply to this figure (the regression diagram: no grid, no curve band), greyed with why
+        for key, box in (("layout", self.layout_box), ("ci_band", self.ci_band)):
+            why = getattr(canvas, "disabled_options", {}).get(key)
+            if why:
+                box.setEnabled(False)
+                box.setToolTip(why)
         self.size_note = QtWidgets.QLabel()
         form.addRow("", self.size_note)
         for w in (self.width, self.dpi):

@@ -20,7 +20,7 @@ from PySide6 import QtCore, QtGui
 from calibview.core.reports import units
 from calibview.plot.navigation import unit_ticks, x_ticks
 from calibview.plot.overlay import curve_notes
-from calibview.plot.curve_items import Series, band_alpha_scale, domain_floor
+from calibview.plot.curve_items import DASH_STYLES, Series, band_alpha_scale, domain_floor
 from calibview.plot.spec import PanelSpec
 from calibview.plot.palette import assign_colors, assign_dashes
 from calibview.plot.theme import THEMES, Theme, qcolor, themed_color
@@ -29,8 +29,6 @@ __all__ = ["FigureView", "grid_shape", "legend_numbers", "DASH_STYLES", "LOGICAL
 
 LOGICAL_DPI = 96.0
 _Y_PAD = 0.025           # the accuracy axis runs a little past [0, 1]: a curve at accuracy 1.0 is not under the frame
-DASH_STYLES = {"solid": None, "dash": QtCore.Qt.PenStyle.DashLine, "dot": QtCore.Qt.PenStyle.DotLine,
-               "dashdot": QtCore.Qt.PenStyle.DashDotLine, "dashdotdot": QtCore.Qt.PenStyle.DashDotDotLine}
 
 
 def grid_shape(n: int) -> tuple[int, int]:
@@ -217,10 +215,12 @@ class _Panel:
             dash = "&#9473;&#9473;" if s.dash is None else "&#9476;&#9476;"
             if s.faint:
                 color = t.muted
+            # a split of a curve (an epistemic tercile) gives its own number (its n) in place of the ECE
+            number = getattr(s.result, "legend_text", None) or legend_numbers(s.result.metrics, ('ece',))
             rows.append(f"<tr><td><span style='color:{color}; font-weight:bold'>{dash}</span></td>"
                         f"<td style='padding-left:3px'>{html.escape(s.name)}</td>"
                         f"<td align='right' style='padding-left:6px'>"
-                        f"{'' if s.faint and len(view.panels) > 1 else html.escape(legend_numbers(s.result.metrics, ('ece',)))}"
+                        f"{'' if s.faint and len(view.panels) > 1 else html.escape(number)}"
                         f"</td></tr>")
         self.legend_html = (f"<table cellspacing='0' style='color:{t.foreground}; "
                             f"font-size:{view.font_px * 0.9:.1f}px'>" + "".join(rows) + "</table>")
@@ -317,7 +317,7 @@ class FigureView(pg.GraphicsLayoutWidget):
                 if on:
                     s.update(self._bandwidth, self._kernel)
                 s.set_shown(on, band=s.band_on and self.bands and s.item.color_key not in self.band_hidden,
-                            ci=self.ci_band and not s.faint, bins=False, density=not s.faint)
+                            ci=self.ci_band and not s.faint, bins=False, density=not s.faint and s.item.density)
         for p in self.panels:           # after every curve: the first panel's title notes what all of them show
             p.update_title(self, self.theme)
 

@@ -1,14 +1,14 @@
 """The canvas's controls: layout (overlay or grid), bands, the confidence range (presets, wheel zoom and drag pan),
-the legend that can be dragged, and the Export… button. No numerics here."""
+the legend that can be dragged, the hover cursor, and the Export… button. No numerics here."""
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Callable, Iterable, Sequence
 
 import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
 
-__all__ = ["CanvasToolbar", "DraggableLegend", "RANGE_PRESETS", "unit_ticks", "x_ticks"]
+__all__ = ["CanvasToolbar", "DraggableLegend", "HoverCursor", "RANGE_PRESETS", "unit_ticks", "x_ticks"]
 
 #: (label, key) of the confidence-range presets; "domain" is [1/K, 1].
 RANGE_PRESETS = (("Full [0, 1]", "full"), ("[1/K, 1]", "domain"), ("High [0.8, 1]", "high"))
@@ -170,3 +170,45 @@ class CanvasToolbar(QtWidgets.QWidget):
             act.setCheckable(True)
             act.setChecked(name not in hidden_bands)
             act.toggled.connect(lambda on, n=name: self.item_band_changed.emit(n, on))
+
+
+class HoverCursor:
+    """A vertical line at the pointer's confidence across ``plots`` (x-linked PlotItems in ``scene``):
+    ``readout(x)`` gives the text for confidence x in [0, 1], handed to ``emit`` ("" once the pointer leaves)."""
+
+    def __init__(self, plots: Sequence[pg.PlotItem], scene, readout: Callable[[float], str],
+                 emit: Callable[[str], None]) -> None:
+        self.plots, self._readout, self._emit = tuple(plots), readout, emit
+        self.lines = []
+        for plot in self.plots:
+            line = pg.InfiniteLine(angle=90, movable=False)
+            line.setZValue(40)
+            line.hide()
+            plot.addItem(line, ignoreBounds=True)
+            self.lines.append(line)
+        scene.sigMouseMoved.connect(self._on_scene_mouse_moved)
+
+    def set_pen(self, pen) -> None:
+        """The lines' pen."""
+        for line in self.lines:
+            line.setPen(pen)
+
+    def _on_scene_mouse_moved(self, pos) -> None:
+        pos = QtCore.QPointF(pos)
+        for plot in self.plots:
+            if plot.vb.sceneBoundingRect().contains(pos):
+                x = min(max(float(plot.vb.mapSceneToView(pos).x()), 0.0), 1.0)
+                break
+        else:
+            self.clear()
+            return
+        for line in self.lines:
+            line.setPos(x)
+            line.show()
+        self._emit(self._readout(x))
+
+    def clear(self) -> None:
+        """Hide the lines and empty the readout."""
+        for line in self.lines:
+            line.hide()
+        self._emit("")

@@ -8,7 +8,7 @@ from typing import Sequence
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6 import QtGui
+from PySide6 import QtCore, QtGui
 
 from calibview.core.reports import units
 from calibview.core.stats.smoothing import MIN_EFFECTIVE_N
@@ -100,11 +100,13 @@ def curve_notes(shown: Sequence, ci: bool) -> list[str]:
     return notes
 
 
-def legend_table(shown: Sequence, t: Theme, *, compact: bool, stale: bool, notes: Sequence[str] = ()) -> str:
+def legend_table(shown: Sequence, t: Theme, *, compact: bool, stale: bool, notes: Sequence[str] = (),
+                 terciles: Sequence = (), tercile_of: str = "") -> str:
     """The legend's HTML table for the shown ``curve_items.Series`` in theme ``t``: a colour swatch, the label and
     ECE %, CAL ×100 and TOT ×100 of each; ``compact`` (side by side with other splits): short names and ECE only;
     ``stale``: CAL was computed at another bandwidth than the one drawn (shown as "…"); ``notes``: lines under
-    the table (``curve_notes``)."""
+    the table (``curve_notes``); ``terciles``: the Series of the epistemic tercile curves of the calibrator
+    labelled ``tercile_of``, listed under the calibrators with their n."""
     cell = "style='padding: 1px 5px 1px 5px'"
     num = "style='padding: 1px 5px 1px 5px' align='right'"
     if compact:            # side by side with other splits: ECE only (the table has the rest)
@@ -127,10 +129,23 @@ def legend_table(shown: Sequence, t: Theme, *, compact: bool, stale: bool, notes
         losses = sorted({getattr(s.result, "loss", "Brier") for s in shown})
         rows.append(f"<tr style='color:{t.muted}'><td></td><td colspan='4' {cell}>"
                     f"<small>CAL at h; TOT = {html.escape(' / '.join(losses))}, any h</small></td></tr>")
+    if terciles:
+        head = f"{tercile_of} by " if tercile_of else ""
+        rows.append(f"<tr style='color:{t.muted}'><td></td><td colspan='4' {cell}>{html.escape(head)}epistemic "
+                    f"(MI terciles)</td></tr>")
+        rows += [f"<tr><td {cell}><span style='color:{themed_color(s.color, t.name)}; font-weight:bold'>"
+                 f"{_DASH_GLYPHS.get(s.dash, '&#9476;&#9476;')}</span></td><td {cell}>"
+                 f"{html.escape(s.name.split(' ')[0])}</td><td {num}>{html.escape(s.result.legend_text)}</td></tr>"
+                 for s in terciles]
     rows += [f"<tr style='color:{t.muted}'><td></td><td colspan='4' {cell}><small>{html.escape(n)}</small></td></tr>"
              for n in notes]
     return (f"<table cellspacing='0' style='color:{t.foreground}; font-size:{FONT_PT - 1}pt'>"
             + "".join(rows) + "</table>")
+
+
+#: the legend's swatch of each dash style: dashed, dotted, dash-dotted
+_DASH_GLYPHS = {QtCore.Qt.PenStyle.DashLine: "&#9476;&#9476;", QtCore.Qt.PenStyle.DotLine: "&#183;&#183;&#183;&#183;",
+                QtCore.Qt.PenStyle.DashDotLine: "&#8211;&#183;&#8211;"}
 
 
 def _fmt(metrics, key: str, suffix: str = "", bare: bool = False) -> str:

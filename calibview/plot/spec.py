@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Optional, Sequence
 
 __all__ = ["CurveItem", "PanelSpec", "FigureOptions", "LAYOUTS", "split_panels", "calibrator_panels",
-           "parse_length", "parse_formats"]
+           "with_terciles", "parse_length", "parse_formats"]
 
 LAYOUTS = ("overlay", "grid")
 FORMATS = ("png", "svg", "pdf")
@@ -44,6 +44,7 @@ class CurveItem:
     k: number of classes of the run: curve, band and density are drawn on [1/k, 1] only (0: on [0, 1]).
     faint: a reference drawn thin and grey without band or legend numbers (the uncalibrated curve in a grid).
     band: draw the sharpness band (the global band switch still applies).
+    density: draw its density in the strip below.
     """
 
     result: Any
@@ -53,6 +54,7 @@ class CurveItem:
     k: int = 0
     faint: bool = False
     band: bool = True
+    density: bool = True
 
 
 @dataclass(frozen=True)
@@ -107,6 +109,24 @@ def calibrator_panels(results: Iterable, *, k: int = 0, layout: str = "grid", da
     return split_panels(items, panel_of=lambda it: it.color_key, layout=layout,
                         title_of=lambda key, its: its[0].label, subtitle_of=sub,
                         reference=lambda it: it.color_key == "none" and len(items) > 1)
+
+
+def with_terciles(panels: Sequence[PanelSpec], calibrator: Optional[str], curves: Sequence, *, k: int = 0
+                  ) -> list[PanelSpec]:
+    """``panels`` with the epistemic tercile curves of ``calibrator`` (core.evaluation.members.terciles'
+    TercileCurve, low / mid / high) added after the calibrators' items of the panel that holds ``calibrator``
+    (the first panel where it is only the faint reference, the uncalibrated curve of a grid, when it has none of
+    its own): in the overlay's one panel, in that calibrator's panel of a grid. Without band or
+    density; each has its own colour key (its name, "MI low") and dash key, so that after the calibrators' solid
+    lines the three are dashed, dotted and dash-dotted (palette.assign_dashes' order)."""
+    extra = tuple(CurveItem(result=c, label=c.label, color_key=c.name, dash_key=c.name, k=k, band=False,
+                            density=False) for c in curves)
+    if not extra:
+        return list(panels)
+    holds = [i for i, p in enumerate(panels) if any(it.color_key == calibrator for it in p.items)]
+    own = [i for i in holds if any(it.color_key == calibrator and not it.faint for it in panels[i].items)]
+    at = (own or holds or [None])[0]
+    return [replace(p, items=tuple(p.items) + extra) if i == at else p for i, p in enumerate(panels)]
 
 
 def positive_class_panels(results: Iterable, sample_stats, *, layout: str = "grid") -> list[PanelSpec]:

@@ -10,22 +10,12 @@ import numpy as np
 from sklearn.isotonic import IsotonicRegression
 
 from calibview.cli.program import main
-from calibview.core.io.toplabel.write import from_scores, write_toplabel
-from calibview.core.io.writer import write_run
+from _toplabel_data import write_mixed
 
 
 def _files(tmp_path):
-    rng = np.random.default_rng(3)
     path = tmp_path / "runs.h5"
-    splits = {}
-    for split, n in (("val", 3000), ("test", 2000)):
-        y = rng.integers(0, 5, n)
-        z = rng.normal(size=(n, 5)) * 2.0
-        z[np.arange(n), y] += 2.5
-        write_run(path, "logit", "toy", split, logits=z.astype(np.float32), labels=y)
-        splits[split] = (*from_scores(z), y)
-    write_toplabel(path, "top", "toy", splits)
-    return path, splits
+    return path, write_mixed(path, seed=3, k=5, sizes={"val": 3000, "test": 2000}, shift=2.5, scale=2.0)
 
 
 def test_isotonic_apply_matches_sklearn(tmp_path, capsys):

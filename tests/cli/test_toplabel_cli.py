@@ -6,24 +6,13 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
-
 from calibview.cli.program import main
-from calibview.core.io.toplabel.write import from_scores, write_toplabel
-from calibview.core.io.writer import write_run
+from _toplabel_data import write_mixed
 
 
 def _mixed(tmp_path):
-    rng = np.random.default_rng(0)
     path = tmp_path / "mixed.h5"
-    splits = {}
-    for split in ("val", "test"):
-        y = rng.integers(0, 3, 400)
-        z = rng.normal(size=(400, 3))
-        z[np.arange(400), y] += 1.5
-        write_run(path, "logit", "toy", split, logits=z.astype(np.float32), labels=y)
-        splits[split] = (*from_scores(z), y)
-    write_toplabel(path, "top", "toy", splits)
+    write_mixed(path, seed=0, k=3, sizes={"val": 400, "test": 400}, shift=1.5)
     return path
 
 

@@ -47,19 +47,10 @@ def test_toplabel_run_shows_na_for_full_vector_metrics(qtbot, window, tmp_path):
 def test_legend_names_the_top_label_brier(qtbot, window, tmp_path):
     """The diagram's loss is the top-label Brier term (confidence - correct)^2 on a top-label run, and the legend
     and an exported panel's title say so; on a logit run they say Brier."""
-    from calibview.core.io.toplabel.write import from_scores, write_toplabel
-    from calibview.core.io.writer import write_run
+    from _toplabel_data import write_mixed
 
-    rng = np.random.default_rng(4)
     path = tmp_path / "both.h5"
-    splits = {}
-    for split in ("val", "test"):
-        y = rng.integers(0, 4, 600)
-        z = rng.normal(size=(600, 4))
-        z[np.arange(600), y] += 1.5
-        write_run(path, "logit", "toy", split, logits=z.astype(np.float32), labels=y)
-        splits[split] = (*from_scores(z), y)
-    write_toplabel(path, "top", "toy", splits)
+    splits = write_mixed(path, seed=4, k=4, sizes={"val": 600, "test": 600}, shift=1.5)
     window.open_files([path])
     for run, loss in (("top/toy", "top-label Brier"), ("logit/toy", "Brier")):
         window.session.select_run(str(path), run)

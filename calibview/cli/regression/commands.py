@@ -149,10 +149,12 @@ def _whole(text: str) -> int:
 def evaluate(requests: list) -> list:
     """The RegEvaluations of the planned requests (each split read once per run); the plan's notes and the
     evaluations' on stderr."""
-    from calibview.core.regression.evaluate import evaluate_regression
-
     for note in getattr(requests, "notes", ()):
         _log.warning(f"note: {note}")
+    if not requests:            # scipy.stats (0.2 s) is imported only for files that have regression runs
+        return []
+    from calibview.core.regression.evaluate import evaluate_regression
+
     out, cache = [], {}
     for req in requests:
         data = cache.setdefault(req.run.name, {})

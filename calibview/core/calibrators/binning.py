@@ -39,7 +39,6 @@ from typing import Any, Optional
 
 import numpy as np
 import torch
-from scipy.optimize import isotonic_regression
 
 from calibview.core.calibrators.base import Fitted, Method, fit_checks, registered
 from calibview.core.calibrators.temperature import log_probabilities
@@ -233,6 +232,8 @@ def _isotonic_steps(x_sorted: np.ndarray, x_pos: np.ndarray) -> tuple[np.ndarray
     else:
         w = np.diff(np.r_[starts, n]).astype(np.float64)
         npos = np.bincount(np.searchsorted(ux, x_pos), minlength=ux.shape[0])
+        from scipy.optimize import isotonic_regression      # 0.2 s of imports, for ir fits only
+
         fy = np.clip(isotonic_regression(npos / w, weights=w, increasing=True).x, 0.0, 1.0)
     keep = np.ones(ux.shape[0], dtype=bool)
     keep[1:-1] = (fy[1:-1] != fy[:-2]) | (fy[1:-1] != fy[2:])

@@ -85,6 +85,7 @@ class Engine:
         job = Job(self.cache, req, settings, progress, cancel, on_partial, t0, given)
         evaluations = stages_of(job).run(job)
         log.info(job.log_line(evaluations[0]))
+        log.debug("stage timings: %s", ", ".join(f"{k} {v:.2f} s" for k, v in job.timings.items()))
         return evaluations
 
     def scored(self, req: EvalRequest, *, progress=None, cancel: Optional[threading.Event] = None,

@@ -135,26 +135,15 @@ def register(model: str, dataset: str, splits: Mapping[str, tuple[str, object, o
     cnames = None if class_names is None else tuple(str(c) for c in class_names)
     if cnames is not None and len(cnames) != k:
         raise CalibviewError(f"{label}: {len(cnames)} class names were given but the scores have K = {k} columns.")
-    columns: dict[str, dict[str, np.ndarray]] = {}
-    for split, cols in (meta or {}).items():
-        if split not in checked:
-            raise CalibviewError(f"{label}: metadata was given for split '{split}', which is not among the splits "
-                                 f"({', '.join(checked)}).")
-        for column, values in (cols or {}).items():
-            md.check_name(label, f"meta of {split}", column)
-            columns.setdefault(split, {})[column] = md.validate(label, f"meta[{column!r}]", values,
-                                                                checked[split][1].shape[0])
-    path = f"{PREFIX}{next(_COUNTER)}:{uuid.uuid4().hex[:12]}>"
-    run_path = "/" + "/".join([model] + ([dataset] if dataset else []))
+    columns = _meta_columns(label, meta, {split: s.shape[0] for split, (_, s, _) in checked.items()})
+    path, run_path = _new_path(), _run_path(model, dataset)
     infos = tuple(SplitInfo(name=split, path=f"{run_path}/{split}", n=int(s.shape[0]), k=k,
                             kind=(own[split][0] if split in own else "members") if split in held else kind,
                             dtype=str(held[split].dtype) if split in held else stored[split],
                             meta=tuple(columns.get(split, {})), members=int(held[split].shape[0]) if split in held
                             else 0, members_kind=members[split][0] if split in held else "")
                   for split, (kind, s, _) in checked.items())
-    info = RunInfo(file=path, name=f"{model}/{dataset}" if dataset else model, model=model, dataset=dataset,
-                   path=run_path, k=k, splits=infos, class_names=cnames,
-                   attrs=MappingProxyType({str(a): str(v) for a, v in (attrs or {}).items()}))
+    info = _run_info(path, model, dataset, run_path, k, infos, cnames, attrs)
     data = {sp.name: SplitData(scores=_read_only(checked[sp.name][1]), labels=_read_only(checked[sp.name][2]),
                                kind=checked[sp.name][0], info=sp, run=info) for sp in infos}
     own_data = {}
@@ -169,6 +158,36 @@ def register(model: str, dataset: str, splits: Mapping[str, tuple[str, object, o
     with _LOCK:
         _RUNS[path] = run
     return run
+
+
+def _meta_columns(label: str, meta: Optional[Mapping[str, Mapping[str, object]]], rows: Mapping[str, int]
+                  ) -> dict[str, dict[str, np.ndarray]]:
+    """{split: {column: (N,) values}} of ``meta``, each column checked by the writer's rules against its split's
+    ``rows[split]`` samples; a split not in ``rows`` is refused."""
+    columns: dict[str, dict[str, np.ndarray]] = {}
+    for split, cols in (meta or {}).items():
+        if split not in rows:
+            raise CalibviewError(f"{label}: metadata was given for split '{split}', which is not among the splits "
+                                 f"({', '.join(rows)}).")
+        for column, values in (cols or {}).items():
+            md.check_name(label, f"meta of {split}", column)
+            columns.setdefault(split, {})[column] = md.validate(label, f"meta[{column!r}]", values, rows[split])
+    return columns
+
+
+def _new_path() -> str:
+    """A fresh in-memory path, never reused in this process (see :func:`is_memory`)."""
+    return f"{PREFIX}{next(_COUNTER)}:{uuid.uuid4().hex[:12]}>"
+
+
+def _run_path(model: str, dataset: str) -> str:
+    return "/" + "/".join([model] + ([dataset] if dataset else []))
+
+
+def _run_info(path: str, model: str, dataset: str, run_path: str, k: int, infos: tuple, cnames, attrs) -> RunInfo:
+    return RunInfo(file=path, name=f"{model}/{dataset}" if dataset else model, model=model, dataset=dataset,
+                   path=run_path, k=k, splits=infos, class_names=cnames,
+                   attrs=MappingProxyType({str(a): str(v) for a, v in (attrs or {}).items()}))
 
 
 def _num_classes(label: str, num_classes, class_names: Optional[tuple[str, ...]]) -> int:
@@ -217,23 +236,12 @@ def register_toplabel(model: str, dataset: str, splits: Mapping[str, tuple[objec
                          names.get(split, tuple(f"{split} {a}" for a in (tf.CONFIDENCE, tf.PREDICTIONS, tf.LABELS)))))
         stored[split] = str(np.asarray(conf).dtype)
         checked[split] = _toplabel_vectors(label, shown, conf, pred, labels, k)
-    columns: dict[str, dict[str, np.ndarray]] = {}
-    for split, cols in (meta or {}).items():
-        if split not in checked:
-            raise CalibviewError(f"{label}: metadata was given for split '{split}', which is not among the splits "
-                                 f"({', '.join(checked)}).")
-        for column, values in (cols or {}).items():
-            md.check_name(label, f"meta of {split}", column)
-            columns.setdefault(split, {})[column] = md.validate(label, f"meta[{column!r}]", values,
-                                                                checked[split][0].shape[0])
-    path = f"{PREFIX}{next(_COUNTER)}:{uuid.uuid4().hex[:12]}>"
-    run_path = "/" + "/".join([model] + ([dataset] if dataset else []))
+    columns = _meta_columns(label, meta, {split: c.shape[0] for split, (c, _, _) in checked.items()})
+    path, run_path = _new_path(), _run_path(model, dataset)
     infos = tuple(SplitInfo(name=split, path=f"{run_path}/{split}", n=int(c.shape[0]), k=k, kind=tf.KIND,
                             dtype=stored[split], meta=tuple(columns.get(split, {})))
                   for split, (c, _, _) in checked.items())
-    info = RunInfo(file=path, name=f"{model}/{dataset}" if dataset else model, model=model, dataset=dataset,
-                   path=run_path, k=k, splits=infos, class_names=cnames,
-                   attrs=MappingProxyType({str(a): str(v) for a, v in (attrs or {}).items()}))
+    info = _run_info(path, model, dataset, run_path, k, infos, cnames, attrs)
     data = {sp.name: tf.TopLabelData(*checked[sp.name], k=k, info=sp, run=info) for sp in infos}
     run = ArrayRun(path, info, data, columns)
     with _LOCK:

@@ -4,13 +4,14 @@ and the interval-coverage curve with its bootstrap band (:func:`evaluate_regress
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Mapping, Optional
+from typing import Callable, Mapping, Optional
 
 import numpy as np
 
-from calibview.core.errors import CalibviewError
+from calibview.core.errors import CalibviewError, check_cancel
 from calibview.core.io.regression.read import read_regression_split
 from calibview.core.io.regression.schema import RegRunInfo, RegSplitData
 from calibview.core.regression import recalibrators as recal
@@ -102,10 +103,16 @@ def check_regression_request(req: RegRequest) -> None:
         req.run.split(req.fit_split)
 
 
-def evaluate_regression(req: RegRequest, data: Optional[dict] = None) -> RegEvaluation:
-    """Evaluate ``req`` (see :class:`RegRequest`); ``data`` maps split names to already read RegSplitData."""
+def evaluate_regression(req: RegRequest, data: Optional[dict] = None, *,
+                        progress: Optional[Callable[[float, str], None]] = None,
+                        cancel: Optional[threading.Event] = None) -> RegEvaluation:
+    """Evaluate ``req`` (see :class:`RegRequest`); ``data`` maps split names to already read RegSplitData.
+    ``progress(fraction, message)`` hears how far it got, and ``cancel`` (checked between bootstrap blocks)
+    stops it with :class:`calibview.core.errors.Cancelled`, as the classification engine does."""
     check_regression_request(req)
     data = dict(data or {})
+    say = progress or (lambda fraction, message: None)
+    say(0.0, f"Reading {req.run.name} ({req.eval_split})…")
 
     def split(name: str) -> RegSplitData:
         if name not in data:
@@ -119,7 +126,9 @@ def evaluate_regression(req: RegRequest, data: Optional[dict] = None) -> RegEval
     h = float(req.bandwidth) if req.bandwidth is not None else silverman(ev.mean)
     weights = _resample_blocks(ev.n, req.n_boot, req.seed)
     results = []
+    todo = [n for n in req.calibrators if not recal.applies(n, req.run.form)]
     for name in req.calibrators:
+        check_cancel(cancel)
         reason = recal.applies(name, req.run.form)
         if reason:
             notes.append(f"{req.run.name}: skipping {name} ({reason}).")
@@ -127,9 +136,17 @@ def evaluate_regression(req: RegRequest, data: Optional[dict] = None) -> RegEval
         if name != "none" and req.fit_split is None:
             notes.append(f"{req.run.name}: skipping {name} (the run has no fit split).")
             continue
+        done = len(results) / max(1, len(todo))
+        say(done, f"{name}: fitting and scoring ({req.n_boot:,} resamples)…")
         fitted = recal.fit(name, Predictive.of(split(req.fit_split)), split(req.fit_split).targets) \
             if name != "none" else recal.RegFitted("none", {}, 0)
-        results.append(_score(name, fitted, fitted.apply(Predictive.of(ev)), ev.targets, req, h, weights))
+
+        def step(fraction: float, name=name, done=done) -> None:
+            check_cancel(cancel)
+            say(done + fraction / max(1, len(todo)), f"{name}: bootstrap {100 * fraction:.0f} %")
+
+        results.append(_score(name, fitted, fitted.apply(Predictive.of(ev)), ev.targets, req, h, weights, step))
+    say(1.0, "done")
     settings = {"bins": req.bins, "bandwidth": h, "n_boot": req.n_boot, "seed": req.seed, "level": req.level}
     return RegEvaluation(req.run, req, ev.n, h, tuple(results), tuple(notes), MappingProxyType(settings))
 
@@ -149,14 +166,16 @@ def _resample_blocks(n: int, n_boot: int, seed: int) -> list[np.ndarray]:
     return blocks
 
 
-def _score(name: str, fitted, pred: Predictive, y: np.ndarray, req: RegRequest, h: float, blocks) -> RegResult:
+def _score(name: str, fitted, pred: Predictive, y: np.ndarray, req: RegRequest, h: float, blocks,
+           step: Callable[[float], None] = lambda fraction: None) -> RegResult:
     terms = Terms.build(pred, y, req.bins, h)
     point = {k: float(v[0]) for k, v in terms.metrics(np.ones((1, y.size))).items()}
     nominal = expected_proportions()
     observed = terms.inside.mean(axis=0)
     dists = {k: [] for k in REG_METRIC_NAMES}
     curves = []
-    for w in blocks:
+    for i, w in enumerate(blocks):
+        step(i / len(blocks))
         for k, v in terms.metrics(w).items():
             dists[k].append(v)
         curves.append((w @ terms.inside) / w.sum(axis=1)[:, None])

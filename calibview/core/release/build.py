@@ -18,6 +18,7 @@ from calibview.core.release import config as rel
 from calibview.core.release import stats as rs
 from calibview.core.release.acceptance import Checked, Criterion, Limits, criteria, verdict
 from calibview.core.evaluation import defaults as d
+from calibview.core.evaluation.toplabel.absent import class_count as toplabel_k
 from calibview.core.evaluation.engine import Engine
 from calibview.core.errors import CalibviewError, ParameterError
 from calibview.core.evaluation.request import EvalRequest
@@ -84,12 +85,12 @@ def build_release(engine: Engine, file: str, run: str, calibrator: str, fit_spli
     scored = engine.scored(req, cancel=cancel)
     stats = scored[calibrator].stats
     # A top-label run may not know K (no num_classes attribute): its classes are then those seen in either split.
-    k = info.k or stats.k
+    k = toplabel_k(info.k, stats.k)
     thresholds = {"global": None, "per_class": None, "target_precision": None}
     if threshold is not None or target_precision is not None:
         fit_req = replace(req, eval_split=fit_split, calibrators=(calibrator,), n_boot=0)
         fs = engine.scored(fit_req, cancel=cancel)[calibrator].stats
-        k = info.k or max(k, fs.k)
+        k = toplabel_k(info.k, k, fs.k)
         thresholds = rel.decide_thresholds(fs.conf, fs.pred, fs.correct, k, threshold=threshold,
                                            target_precision=target_precision)
     rows = metrics_rows([ev])

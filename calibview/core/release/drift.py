@@ -36,6 +36,7 @@ from calibview.core.release import stats as rs
 from calibview.core.release.acceptance import Checked, Criterion, criteria, evaluate_config, request_for
 from calibview.core.release.limits import MAX_ECE_INCREASE, Limits
 from calibview.core.evaluation.engine import Engine
+from calibview.core.evaluation.toplabel.absent import class_count as toplabel_k
 from calibview.core.errors import CalibviewError, ParameterError
 from calibview.core.evaluation.results import Evaluation
 from calibview.core.stats.metrics import METRIC_NAMES
@@ -114,10 +115,10 @@ def _refit(engine: Engine, config: Mapping[str, Any], file: str, split: str, run
         old = config["thresholds"]
         thresholds = {"global": old.get("global"), "per_class": None, "target_precision": None}
         # a top-label run that does not know K keeps the released classes, and any new ones the data show
-        k = info.k or max(len(config["class_names"]), engine.scored(req, cancel=cancel)[method].stats.k)
+        k = toplabel_k(info.k, len(config["class_names"]), engine.scored(req, cancel=cancel)[method].stats.k)
         if old.get("target_precision") is not None:
             fs = engine.scored(replace(req, eval_split="fit", n_boot=0), cancel=cancel)[method].stats
-            k = info.k or max(k, fs.k)
+            k = toplabel_k(info.k, k, fs.k)
             thresholds = rel.decide_thresholds(fs.conf, fs.pred, fs.correct, k,
                                                target_precision=float(old["target_precision"]))
         worse = refit_problems(engine, config, req, method, ev, shipped, thresholds, int(fit_rows.size))

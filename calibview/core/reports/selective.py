@@ -94,7 +94,9 @@ def audit_rows(ev, scored: dict, thresholds: Sequence[float] = DEFAULT_AUDIT) ->
 def class_count(ev, fit_scored: dict, eval_scored: dict) -> int:
     """K of ``ev``; for a top-label run that does not say (K 0), the classes seen in either split's predictions
     and labels (each split's stats count 0 .. its largest index)."""
-    return ev.k or max(sc.stats.k for scored in (fit_scored, eval_scored) for sc in scored.values())
+    from calibview.core.evaluation.toplabel.absent import class_count as toplabel_k     # report --help: no h5py
+
+    return toplabel_k(ev.k, *(sc.stats.k for scored in (fit_scored, eval_scored) for sc in scored.values()))
 
 
 def threshold_rows(ev, fit_scored: dict, eval_scored: dict, target: float) -> list[dict]:

@@ -105,7 +105,8 @@ def uniforms(seed: int, n: int, stream: int) -> np.ndarray:
 class Ranked:
     """The top L classes of each of n rows: ``values`` (n, L) descending probabilities, ``classes`` (n, L) int64,
     ``prefix`` (n, L) their running sums, ``first`` / ``last`` (n, L) int64 0-based rank of the first / last member
-    of each entry's tie group, ``open`` (n,) whether a tie group runs past the window (L < K only)."""
+    of each entry's tie group, ``open`` (n,) whether a tie group runs past the window (L < K only), ``tied``
+    (T,) int64 the rows that hold a tie group (elsewhere ``first`` = ``last`` = the entry's own rank)."""
 
     values: np.ndarray
     classes: np.ndarray
@@ -113,6 +114,7 @@ class Ranked:
     first: np.ndarray
     last: np.ndarray
     open: np.ndarray
+    tied: np.ndarray
 
 
 def rank(probs: np.ndarray, width: Optional[int] = None) -> Ranked:
@@ -133,14 +135,35 @@ def rank(probs: np.ndarray, width: Optional[int] = None) -> Ranked:
     pos = np.broadcast_to(np.arange(width, dtype=np.int64), values.shape)
     tied_next = np.zeros(values.shape, dtype=bool)
     tied_next[:, :-1] = values[:, 1:] == values[:, :-1]
-    if tied_next.any():
-        ends = np.where(tied_next, width - 1, pos)
-        last = np.minimum.accumulate(ends[:, ::-1], axis=1)[:, ::-1]
-        starts = np.where(np.concatenate([np.zeros((n, 1), bool), tied_next[:, :-1]], axis=1), 0, pos)
-        first = np.maximum.accumulate(starts, axis=1)
-    else:
-        last = first = np.array(pos)
-    return Ranked(values, classes, prefix, np.ascontiguousarray(first), np.ascontiguousarray(last), is_open)
+    tied = np.flatnonzero(tied_next.any(axis=1))
+    last, first = np.array(pos), np.array(pos)
+    if tied.size:
+        # float32 logits of many classes collide now and then (a few rows in a hundred at K = 1000): only those
+        # rows pay for the group bounds
+        t_next, t_pos = tied_next[tied], pos[:tied.size]
+        ends = np.where(t_next, width - 1, t_pos)
+        last[tied] = np.minimum.accumulate(ends[:, ::-1], axis=1)[:, ::-1]
+        starts = np.where(np.concatenate([np.zeros((tied.size, 1), bool), t_next[:, :-1]], axis=1), 0, t_pos)
+        first[tied] = np.maximum.accumulate(starts, axis=1)
+    return Ranked(values, classes, prefix, first, last, is_open, tied)
+
+
+def _group_mass(r: Ranked, before: bool) -> tuple[np.ndarray, Optional[np.ndarray]]:
+    """((n, L) the prefix sum up to each entry's tie group's last member, (n, L) the sum strictly above its group
+    or None unless ``before``): the prefix itself, shifted by one for ``before``, except in the tied rows."""
+    upto, above = r.prefix, None
+    if before:
+        above = np.zeros_like(r.prefix)
+        above[:, 1:] = r.prefix[:, :-1]
+    t = r.tied
+    if t.size:
+        pt = r.prefix[t]
+        upto = r.prefix.copy()
+        upto[t] = np.take_along_axis(pt, r.last[t], axis=1)
+        if before:
+            ft = r.first[t]
+            above[t] = np.where(ft > 0, np.take_along_axis(pt, np.maximum(ft - 1, 0), axis=1), 0.0)
+    return upto, above
 
 
 def ranked_scores(r: Ranked, score: str, *, lam: float = RAPS_LAMBDA, kreg: int = RAPS_KREG,
@@ -149,11 +172,10 @@ def ranked_scores(r: Ranked, score: str, *, lam: float = RAPS_LAMBDA, kreg: int 
     check_score(score)
     if score == "lac":
         return 1.0 - r.values
-    upto = np.take_along_axis(r.prefix, r.last, axis=1)
+    upto, before = _group_mass(r, u is not None)
     if u is None:
         s = upto
     else:
-        before = np.where(r.first > 0, np.take_along_axis(r.prefix, np.maximum(r.first - 1, 0), axis=1), 0.0)
         s = before + np.asarray(u, dtype=np.float64)[:, None] * (upto - before)
     if score == "raps":
         s = s + float(lam) * np.maximum(0, r.last + 1 - int(kreg))

@@ -4,7 +4,8 @@
 splits, the further evaluation splits shown beside it (domains) and the runs compared with it. :class:`Settings`:
 what the next request asks for beyond the selection (calibrators, bins, resamples, bandwidth, kernel, device,
 calibrator options), starting from :class:`~calibview.core.evaluation.request.EvalRequest`'s defaults. Together
-they build the next request (:meth:`Document.request`).
+they build the next request (:meth:`Document.request`): an EvalRequest, or a RegRequest for a regression run
+(:func:`is_regression`), which the window evaluates with every recalibrator that applies to its form.
 """
 
 from __future__ import annotations
@@ -17,8 +18,12 @@ from calibview.core.evaluation.compare import CompareRequest, candidates, check_
 from calibview.core.evaluation.request import EvalRequest, default_splits
 from calibview.core.io.discovery import find_run
 from calibview.core.io.schema import RunInfo
+from calibview.core.evaluation import defaults
 from calibview.core.evaluation.toplabel.absent import usable_calibrators
+from calibview.core.io.regression.schema import RegRunInfo
 from calibview.core.io.toplabel.format import is_toplabel
+from calibview.core.regression import recalibrators as recal
+from calibview.core.regression.evaluate import RegRequest
 
 #: EvalRequest's default of each field that has one: the window starts from the same settings as the library
 REQUEST_DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(EvalRequest) if f.default is not MISSING}
@@ -49,11 +54,19 @@ class Settings:
         self.calibrators = names
 
 
+def is_regression(run) -> bool:
+    """Whether ``run`` is a regression run (a RegRunInfo) rather than a classification run (a RunInfo)."""
+    return isinstance(run, RegRunInfo)
+
+
 class Document:
-    """The open files and what is selected in them. Paths are absolute; runs are metadata (RunInfo)."""
+    """The open files and what is selected in them. Paths are absolute; runs are metadata (RunInfo, or
+    RegRunInfo for a regression run, listed after the file's classification runs)."""
 
     def __init__(self) -> None:
         self.files: dict[str, list[RunInfo]] = {}
+        #: a regression run's kernel bandwidth of cal in its target's units (None: Silverman's rule)
+        self.reg_bandwidth: Optional[float] = None
         self.run: Optional[RunInfo] = None
         self.fit_split: Optional[str] = None
         self.eval_split: Optional[str] = None
@@ -77,6 +90,7 @@ class Document:
         self.fit_split, self.eval_split = default_splits(run)
         self.compare_splits = ()
         self.compare_runs = ()
+        self.reg_bandwidth = None
 
     def set_splits(self, fit_split: Optional[str], eval_split: str, compare: Optional[Sequence[str]] = None) -> bool:
         """Fit on ``fit_split``, evaluate on ``eval_split`` and on ``compare`` too (None: the same further splits
@@ -93,9 +107,10 @@ class Document:
 
     def compare_candidates(self) -> list[tuple[RunInfo, Optional[str]]]:
         """Every other open run and why it cannot be compared with the selected one (None: it may be)."""
-        if self.run is None or self.eval_split is None:
+        if self.run is None or self.eval_split is None or is_regression(self.run):
             return []
-        return candidates([r for runs in self.files.values() for r in runs], self.run, self.eval_split)
+        return candidates([r for runs in self.files.values() for r in runs if not is_regression(r)], self.run,
+                          self.eval_split)
 
     # --- the next request ------------------------------------------------------------------------------------
 
@@ -105,6 +120,8 @@ class Document:
         calibrators of its confidence (histogram binning, isotonic, Platt, beta)."""
         if self.run is None or self.eval_split is None:
             return None
+        if is_regression(self.run):
+            return self.regression_request(settings)
         names = settings.calibrators if self.fit_split else ("none",)
         k = self.run.k
         if is_toplabel(self.run):
@@ -116,11 +133,23 @@ class Document:
                            bandwidth=settings.bandwidth, kernel=settings.kernel, device=settings.device,
                            options=tuple(o for o in settings.options if o[0] in names))
 
+    def regression_request(self, settings: Settings) -> RegRequest:
+        """The RegRequest of the selected regression run: every recalibrator that applies to its form fitted on
+        the fit split (without one only "none"), the window's bins and resamples, :attr:`reg_bandwidth`."""
+        names = tuple(n for n in recal.REG_CALIBRATORS if not recal.applies(n, self.run.form)) \
+            if self.fit_split and self.fit_split != self.eval_split else ("none",)
+        bins = defaults.BINS if settings.bins == "auto" else int(settings.bins)
+        return RegRequest(run=self.run, eval_split=self.eval_split, fit_split=self.fit_split, calibrators=names,
+                          bins=bins, bandwidth=self.reg_bandwidth, n_boot=settings.n_boot)
+
     def requests(self, settings: Settings) -> tuple[EvalRequest, ...]:
-        """One request per eval split (domains), the same fits; () when there is nothing to evaluate."""
+        """One request per eval split (domains), the same fits; () when there is nothing to evaluate. A
+        regression run is evaluated on its one evaluation split."""
         first = self.request(settings)
         if first is None:
             return ()
+        if isinstance(first, RegRequest):
+            return (first,)
         return (first,) + tuple(replace(first, eval_split=s) for s in self.compare_splits)
 
     def compare_requests(self, settings: Settings, runs: Sequence[tuple[str, str]]) -> tuple[EvalRequest, ...]:
@@ -134,7 +163,7 @@ class Document:
     def next_request(self, settings: Settings):
         """What the window evaluates next: a CompareRequest while runs are compared, the one EvalRequest of a
         single eval split, a tuple of them for several (domains), or None when nothing is selected."""
-        if self.compare_runs and self.request(settings) is not None:
+        if self.compare_runs and self.request(settings) is not None and not is_regression(self.run):
             return CompareRequest(self.compare_requests(settings, self.compare_runs))
         requests = self.requests(settings)
         return requests[0] if len(requests) == 1 else (requests or None)

@@ -2,14 +2,16 @@
 each kind, and one "latest request wins" channel per kind of background request.
 
 :class:`WindowModel` never touches Qt. It tells what changed by calling ``notify(event, *args)`` with one of
-:data:`EVENTS` (the Session adaptor emits the Qt signal of that name), and sends work to the worker through three
-callables, ``ask_evaluation(generation, request, cancel)``, ``ask_decisions(generation, request, cancel)`` and
-``ask_slices(generation, request, column, cancel)``; the worker's answers come back through the ``evaluation_*``,
-``decisions_answered`` and ``slices_answered`` methods, tagged with the generation they were asked with.
+:data:`EVENTS` (the Session adaptor emits the Qt signal of that name), and sends work to the worker through four
+callables, ``ask_evaluation(generation, request, cancel)``, ``ask_decisions(generation, request, cancel)``,
+``ask_slices(generation, request, column, cancel)`` and ``ask_terciles(generation, request, run, cancel)``; the
+worker's answers come back through the ``evaluation_*``, ``decisions_answered``, ``slices_answered`` and
+``terciles_answered`` methods, tagged with the generation they were asked with.
 
 Channels: evaluations (one run on one or more eval splits, or runs compared on the same samples: each replaces
-what the diagram shows), the Decisions view's data (asked only while that view is shown) and the slices of the
-evaluation split by a column.
+what the diagram shows), the Decisions view's data (asked only while that view is shown), the slices of the
+evaluation split by a column and the diagram's curves split by epistemic tercile (a run with members, while
+asked for).
 """
 
 from __future__ import annotations
@@ -19,9 +21,12 @@ from typing import Callable, Optional
 
 from calibview.core.errors import CalibviewError
 from calibview.core.evaluation.compare import CompareRequest
+from calibview.core.evaluation.members.terciles import tercile_key
 from calibview.core.evaluation.request import EvalRequest
 from calibview.core.evaluation.results import Evaluation
 from calibview.core.io.discovery import list_runs
+from calibview.core.io.regression.discovery import list_regression_runs
+from calibview.core.regression.evaluate import RegEvaluation
 from calibview.gui.model.channel import Channel
 from calibview.gui.model.document import Document, Settings
 
@@ -39,6 +44,8 @@ EVENTS = {
     "decisions_changed": "(model.decisions.Decisions or None)",
     "slices_changed": "(model.slices.SliceResult or None)",
     "comparison_changed": "(core.evaluation.compare.Comparison or None)",
+    "terciles_changed": "(core.evaluation.members.terciles.TercileSplit of the shown evaluation, or None)",
+    "regression_changed": "(core.regression.evaluate.RegEvaluation or None)",
 }
 
 
@@ -51,21 +58,27 @@ class WindowModel:
 
     Results of each kind: ``evaluation`` (the reference) and ``evaluations`` (one per eval split or compared run,
     ``evaluations[0]`` is ``evaluation``), ``comparison`` (the paired differences while runs are compared),
-    ``decisions`` and ``slices``."""
+    ``decisions`` and ``slices``; ``regression``, a regression run's RegEvaluation, in their place."""
 
     def __init__(self, notify: Callable[..., None] = _ignore, *, ask_evaluation: Callable = _ignore,
-                 ask_decisions: Callable = _ignore, ask_slices: Callable = _ignore) -> None:
+                 ask_decisions: Callable = _ignore, ask_slices: Callable = _ignore,
+                 ask_terciles: Callable = _ignore) -> None:
         self.notify = notify
         self._ask_evaluation, self._ask_decisions, self._ask_slices = ask_evaluation, ask_decisions, ask_slices
+        self._ask_terciles = ask_terciles
         self.document = Document()
         self.settings = Settings()
         self.evaluation_channel = Channel()
         self.decisions_channel = Channel()
         self.slices_channel = Channel()
+        self.terciles_channel = Channel()
         self._asked = None                     # the latest request sent on the evaluation channel
         self.evaluation: Optional[Evaluation] = None
         self.evaluations: tuple[Evaluation, ...] = ()
         self.comparison = None
+        #: the shown regression run's evaluation; ``evaluation`` is None while it is shown (the classification
+        #: views have nothing to show then)
+        self.regression: Optional[RegEvaluation] = None
         self.visible: frozenset[str] = frozenset()
         self._hidden: set[str] = set()         # calibrators the user hid (kept across evaluations)
         self.busy = False
@@ -76,6 +89,9 @@ class WindowModel:
         # slices of the evaluation split by a metadata column (or "class")
         self.slice_by: Optional[str] = None
         self.slices = None
+        # the diagram's curves split by epistemic tercile: the latest split computed, kept while switched off
+        self.terciles_on = False
+        self.terciles = None
 
     @property
     def generation(self) -> int:
@@ -89,7 +105,7 @@ class WindowModel:
         a file that cannot be read is an error_occurred and False."""
         path = str(Path(path).expanduser().resolve())
         try:
-            runs = list_runs(path)
+            runs = list_runs(path) + list_regression_runs(path)
         except CalibviewError as e:
             self.notify("error_occurred", "Cannot open file", str(e))
             return False
@@ -184,6 +200,13 @@ class WindowModel:
             self.settings.kernel = kernel
         self.notify("bandwidth_changed", self.settings.bandwidth, self.settings.kernel)
 
+    def set_reg_bandwidth(self, bandwidth: Optional[float]) -> None:
+        """A regression run's bandwidth of cal in its target's units (None: Silverman's rule), evaluated at once
+        (the diagram's slider redraws the curve alone; this refreshes cal and the sharpness gap)."""
+        if self.document.run is not None and bandwidth != self.document.reg_bandwidth:
+            self.document.reg_bandwidth = None if bandwidth is None else float(bandwidth)
+            self.evaluate()
+
     def set_visible(self, names) -> None:
         """Show these calibrators (by name) and hide the other shown ones; a hidden one stays hidden in later
         evaluations until it is shown again."""
@@ -223,7 +246,7 @@ class WindowModel:
 
     def cancel_all(self) -> None:
         """Ask every running request to stop (the window is closing)."""
-        for channel in (self.evaluation_channel, self.decisions_channel, self.slices_channel):
+        for channel in (self.evaluation_channel, self.decisions_channel, self.slices_channel, self.terciles_channel):
             channel.cancel()
 
     def evaluation_progressed(self, generation: int, fraction: float, message: str) -> None:
@@ -244,12 +267,15 @@ class WindowModel:
         if not self.evaluation_channel.settle(generation):
             return
         self._set_busy(False)
-        if isinstance(self._asked, CompareRequest):
+        if isinstance(result, RegEvaluation):
+            self._show((), regression=result)
+        elif isinstance(self._asked, CompareRequest):
             self._show(tuple(result.evaluations), comparison=result)
         else:
             self._show(_as_tuple(result))
         self._request_decisions()
         self._request_slices()
+        self._request_terciles()
 
     def evaluation_failed(self, generation: int, message: str) -> None:
         """An evaluation request failed with a one-sentence message."""
@@ -263,7 +289,7 @@ class WindowModel:
         if not self.evaluation_channel.settle(generation):
             return
         self._set_busy(False)
-        if self.document.restore(self.evaluations):
+        if self.document.restore(self.evaluations or ((self.regression,) if self.regression else ())):
             self.notify("selection_changed")
         self.notify("progress_changed", 0.0, "cancelled")
 
@@ -307,6 +333,44 @@ class WindowModel:
         ticket = self.slices_channel.start(key)
         self._set_slices(None)
         self._ask_slices(ticket.generation, ev.request, self.slice_by, ticket.cancel)
+
+    # --- the diagram split by epistemic tercile ---------------------------------------------------------------
+
+    def set_terciles(self, on: bool) -> None:
+        """Split the diagram's curve by epistemic tercile (a run with members) or stop: terciles_changed follows
+        with ``shown_terciles()``; a split once computed is kept for the same request while switched off."""
+        self.terciles_on = bool(on)
+        self._request_terciles()
+        self.notify("terciles_changed", self.shown_terciles())
+
+    def shown_terciles(self):
+        """The TercileSplit of the shown evaluation while the split is on (None: off, a run without members, not
+        computed yet, or computed for another request)."""
+        ev, split = self.evaluation, self.terciles
+        if not self.terciles_on or ev is None or split is None or split.request != tercile_key(ev.request):
+            return None
+        return split
+
+    def terciles_answered(self, generation: int, result) -> None:
+        """The worker's TercileSplit, or the sentence saying why it failed."""
+        if not self.terciles_channel.settle(generation):
+            return
+        if isinstance(result, str):
+            self.terciles_channel.forget()
+            self.notify("error_occurred", "Epistemic terciles failed", result)
+            return
+        self.terciles = result
+        self.notify("terciles_changed", self.shown_terciles())
+
+    def _request_terciles(self) -> None:
+        ev = self.evaluation
+        if not self.terciles_on or ev is None or ev.pending or not ev.run.split(ev.request.eval_split).members:
+            return
+        key = tercile_key(ev.request)        # a bandwidth, kernel or level change splits the same curves
+        if (self.terciles is not None and self.terciles.request == key) or self.terciles_channel.asked(key):
+            return
+        ticket = self.terciles_channel.start(key)
+        self._ask_terciles(ticket.generation, ev.request, ev.run, ticket.cancel)
 
     # --- decisions (risk-coverage, threshold audit) ----------------------------------------------------------
 
@@ -357,9 +421,12 @@ class WindowModel:
             self.busy = busy
             self.notify("busy_changed", busy)
 
-    def _show(self, evaluations: tuple, comparison=None) -> None:
+    def _show(self, evaluations: tuple, comparison=None, regression: Optional[RegEvaluation] = None) -> None:
         """Show these evaluations (the first the reference; () clears) and, while runs are compared, their
-        comparison."""
+        comparison; or (``regression``) a regression run's evaluation, which clears the classification ones."""
+        if regression is not None or self.regression is not None:
+            self.regression = regression
+            self.notify("regression_changed", regression)
         if comparison is not None or self.comparison is not None:
             self.comparison = comparison
             self.notify("comparison_changed", comparison)

@@ -129,7 +129,7 @@ class BandwidthBar(QtWidgets.QWidget):
 
     def _on_settle_timeout(self) -> None:
         self.settle.stop()
-        ev = self.session.evaluation
+        ev = self.session.evaluation          # None while a regression run is shown (its bar is its own)
         if ev is not None and (ev.request.bandwidth, ev.request.kernel) != (self.session.bandwidth,
                                                                              self.session.kernel):
             self.session.evaluate()

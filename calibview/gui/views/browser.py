@@ -6,7 +6,9 @@ from pathlib import Path
 
 from PySide6 import QtCore, QtWidgets
 
+from calibview.gui.model.document import is_regression
 from calibview.gui.views.compare_view import RunPicker
+from calibview.gui.views.regression_view import form_text
 from calibview.gui.session import Session
 
 FILE_ROLE = QtCore.Qt.UserRole
@@ -69,12 +71,18 @@ class Browser(QtWidgets.QWidget):
                     parent = models[run.model] = QtWidgets.QTreeWidgetItem(top, [run.model, "", ""])
                     parent.setData(0, FILE_ROLE, path)
                 splits = ", ".join(s.name for s in run.splits)
-                item = QtWidgets.QTreeWidgetItem(parent, [run.dataset or "(data)", str(run.k or "?"), splits])
+                if is_regression(run):           # marked with its predictive form; K means nothing for it
+                    item = QtWidgets.QTreeWidgetItem(parent, [f"{run.dataset or '(data)'}  ·  {form_text(run)}", "–",
+                                                              splits])
+                    item.setToolTip(1, "A regression run has no classes")
+                else:
+                    item = QtWidgets.QTreeWidgetItem(parent, [run.dataset or "(data)", str(run.k or "?"), splits])
                 item.setToolTip(2, "\n".join(f"{s.name}: N = {s.n:,}" for s in run.splits))
                 item.setData(0, FILE_ROLE, path)
                 item.setData(0, RUN_ROLE, run.name)
                 attribution = run.attrs.get("attribution") if run.attrs else None
-                item.setToolTip(0, f"{run.name}\n{attribution}" if attribution else run.name)
+                name = f"{run.name} ({form_text(run)})" if is_regression(run) else run.name
+                item.setToolTip(0, f"{name}\n{attribution}" if attribution else name)
             self.tree.addTopLevelItem(top)
             top.setExpanded(True)
             for parent in models.values():

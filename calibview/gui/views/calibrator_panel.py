@@ -8,6 +8,7 @@ from calibview.core import calibrators as calib
 from calibview.core.errors import CalibviewError
 from calibview.core.evaluation.toplabel.absent import DISABLED_REASON, USABLE_CALIBRATORS
 from calibview.core.io.toplabel.format import is_toplabel
+from calibview.gui.model.document import is_regression
 from calibview.gui.session import Session
 from calibview.plot.theme import calibrator_color
 
@@ -125,7 +126,7 @@ class CalibratorPanel(QtWidgets.QWidget):
         from calibview.core.evaluation import cost
 
         req, run = self.session.build_request(), self.session.run
-        if req is None or run is None or not req.n_boot:
+        if req is None or run is None or not req.n_boot or is_regression(run):
             return True
         est = cost.bootstrap_cost(run.split(req.eval_split).n, run.k, req.n_boot, len(req.calibrators))
         if est.seconds <= cost.ANNOUNCE_S:
@@ -139,6 +140,10 @@ class CalibratorPanel(QtWidgets.QWidget):
 
     def _on_session_selection_changed(self) -> None:
         run = self.session.run
+        if is_regression(run):              # its recalibrators are fixed by its form (calibview.gui.regression_mode)
+            for box in self.boxes.values():
+                box.setEnabled(False)
+            return
         can_fit = run is not None and self.session.fit_split is not None
         self.fit_button.setEnabled(can_fit)
         self.fit_button.setToolTip("Fit the ticked calibrators and evaluate them (Ctrl+R)" if can_fit else

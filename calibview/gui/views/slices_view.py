@@ -17,6 +17,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 
 from calibview.core.stats import smoothing
 from calibview.core.reports import units
+from calibview.gui.model.document import is_regression
 from calibview.gui.session import Session
 from calibview.plot.theme import THEMES, qcolor
 
@@ -234,6 +235,8 @@ class SlicesView(QtWidgets.QWidget):
 
     def _on_session_selection_changed(self) -> None:
         run, split = self.session.run, self.session.eval_split
+        if is_regression(run):
+            run = None                          # slices are of classification runs (the tab is disabled)
         columns = list(run.split(split).meta) if run is not None and split else []
         if run is not None and split and run.split(split).members:
             columns.insert(0, EPISTEMIC)        # members: the terciles of the mutual information between them

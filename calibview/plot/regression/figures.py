@@ -19,6 +19,7 @@ import pyqtgraph as pg
 from PySide6 import QtCore
 
 from calibview.plot.palette import NEUTRAL, PALETTE
+from calibview.plot.regression import items
 from calibview.plot.render_png import layout_png
 from calibview.plot.theme import qcolor
 
@@ -31,33 +32,15 @@ BAND_ALPHA, UNIFORM_ALPHA = 60, 50            # of 255: the bands under the curv
 
 
 def _style(plot: pg.PlotItem, title: str, x: str, y: str) -> None:
-    plot.setTitle(title, size="9pt", color="k")
-    plot.setLabel("bottom", x)
-    plot.setLabel("left", y)
-    for side in ("left", "bottom"):
-        ax = plot.getAxis(side)
-        ax.enableAutoSIPrefix(False)
-        ax.setPen(pg.mkPen("k"))
-        ax.setTextPen(pg.mkPen("k"))
-    plot.showGrid(x=True, y=True, alpha=0.15)
-    plot.setMenuEnabled(False)
-    plot.hideButtons()
+    items.style(plot, "light", title, x, y)
 
 
 def _diagonal(plot: pg.PlotItem, lo: float, hi: float) -> None:
-    plot.addItem(pg.PlotCurveItem(x=[lo, hi], y=[lo, hi], pen=pg.mkPen(DIAGONAL, width=1,
-                                                                        style=QtCore.Qt.PenStyle.DashLine)))
+    items.Diagonal(plot, "light", lo, hi).item.setPen(pg.mkPen(DIAGONAL, width=1, style=QtCore.Qt.PenStyle.DashLine))
 
 
 def _band(plot: pg.PlotItem, x, lo, hi) -> None:
-    ok = np.isfinite(lo) & np.isfinite(hi)
-    if ok.sum() < 2:
-        return
-    a = pg.PlotCurveItem(x=x[ok], y=lo[ok], pen=pg.mkPen(None))
-    b = pg.PlotCurveItem(x=x[ok], y=hi[ok], pen=pg.mkPen(None))
-    plot.addItem(a)
-    plot.addItem(b)
-    plot.addItem(pg.FillBetweenItem(a, b, brush=pg.mkBrush(qcolor(CURVE, BAND_ALPHA))))
+    items.Band(plot, CURVE, BAND_ALPHA).set(x, lo, hi)
 
 
 def _row(win, i: int, result, bandwidth: float, level: float, name: str) -> None:
@@ -77,11 +60,7 @@ def _row(win, i: int, result, bandwidth: float, level: float, name: str) -> None
     _diagonal(top, lo, hi)
     _band(top, rc.x, rc.band_lo, rc.band_hi)
     top.addItem(pg.PlotCurveItem(x=rc.x[ok], y=rc.curve[ok], pen=pg.mkPen(CURVE, width=2)))
-    zero = pg.PlotCurveItem(x=rc.x, y=np.zeros_like(rc.x), pen=pg.mkPen(None))
-    dens = pg.PlotCurveItem(x=rc.x, y=rc.density, pen=pg.mkPen(CURVE, width=1))
-    bottom.addItem(zero)
-    bottom.addItem(dens)
-    bottom.addItem(pg.FillBetweenItem(zero, dens, brush=pg.mkBrush(qcolor(CURVE, BAND_ALPHA))))
+    items.Density(bottom, CURVE, BAND_ALPHA).set(rc.x, rc.density)
     bottom.setYRange(0, 1.1, padding=0)
 
     nominal, observed, olo, ohi = views.coverage_curve(result)

@@ -69,3 +69,9 @@ def absent_between(run, other) -> frozenset:
     if is_toplabel(run) != is_toplabel(other):
         out |= frozenset(FORM_DEPENDENT_METRICS)
     return out
+
+
+def class_count(k: int, *seen: int) -> int:
+    """K of a run: its own ``k``, or for a top-label run that does not say (``k`` 0) the most classes any of its
+    scored splits or released configs show (``seen``: each a count 0 .. largest class index + 1)."""
+    return int(k) or max((int(s) for s in seen), default=0)

@@ -1,0 +1,144 @@
+"""The bandwidth-free statistics of calibview.core.stats.corp against independent sources: model-diagnostics'
+CORP decomposition and scikit-learn's isotonic regression on the real CIFAR-10 logits, a brute-force double sum
+for the SKCE, and the behaviour of the bands and p-values on synthetic forecasts whose calibration is known."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+from sklearn.isotonic import IsotonicRegression
+
+from calibview.core.stats.corp import decomposition as dec
+from calibview.core.stats.corp import reliability as rel
+from calibview.core.stats.corp import significance as sig
+
+
+def _top_label(shared_data, name="mukhoti_brier_cifar10_resnet110.npz"):
+    d = np.load(shared_data / name)
+    z = d["logits_test"].astype(np.float64)
+    p = np.exp(z - z.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    return p.max(axis=1), (p.argmax(axis=1) == d["labels_test"]).astype(np.float64)
+
+
+def _calibrated(rng, n, temperature=1.0):
+    """(forecast, outcome): outcomes drawn from true probabilities; the forecast is them sharpened by
+    ``temperature`` on the logit scale (1: calibrated)."""
+    q = rng.uniform(0.05, 0.95, n)
+    a = (rng.random(n) < q).astype(np.float64)
+    f = 1.0 / (1.0 + np.exp(-temperature * np.log(q / (1.0 - q))))
+    return f, a
+
+
+@pytest.mark.parametrize("score", ["brier", "log"])
+def test_the_decomposition_equals_model_diagnostics_on_cifar10(shared_data, score):
+    from model_diagnostics.scoring import LogLoss, SquaredError, decompose
+
+    c, a = _top_label(shared_data)
+    peer = decompose(a, c, scoring_function=SquaredError() if score == "brier" else LogLoss()).row(0, named=True)
+    mine = dec.decompose(c, a, score)
+    for ours, theirs in (("score", "score"), ("mcb", "miscalibration"), ("dsc", "discrimination"),
+                         ("unc", "uncertainty")):
+        assert mine[ours] == pytest.approx(peer[theirs], abs=1e-12, rel=0)
+    assert mine["score"] == pytest.approx(mine["mcb"] - mine["dsc"] + mine["unc"], abs=1e-12)
+    assert mine["mcb"] >= 0 and mine["dsc"] >= 0
+
+
+def test_the_curve_pools_ties_and_equals_scikit_learns_isotonic_fit(shared_data):
+    c, a = _top_label(shared_data)
+    c = np.round(c, 3)                         # many tied forecasts: each must get one recalibrated value
+    curve = rel.reliability(c, a)
+    assert np.all(np.diff(curve.x) > 0) and np.all(np.diff(curve.y) >= 0)
+    assert curve.counts.sum() == c.size
+    peer = IsotonicRegression(y_min=0.0, y_max=1.0).fit(c, a)
+    np.testing.assert_allclose(curve.y, peer.predict(curve.x), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(rel.recalibrated(c, a), peer.predict(c), rtol=0, atol=1e-12)
+    assert np.array_equal(curve.at(curve.x), curve.y)
+
+
+def test_the_consistency_band_covers_a_calibrated_forecast_at_its_nominal_rate():
+    rng = np.random.default_rng(0)
+    x0, hits, reps = np.array([0.6]), 0, 200
+    for r in range(reps):
+        f, a = _calibrated(rng, 400)
+        lo, hi = rel.consistency_band(f, x0, n_resamples=200, seed=r, level=0.9)
+        hits += int(lo[0] <= rel.reliability(f, a).at(x0)[0] <= hi[0])
+    lo_ci, hi_ci = stats.binomtest(hits, reps).proportion_ci(0.99)
+    assert lo_ci <= 0.9 <= hi_ci, hits
+
+
+def test_the_bootstrap_band_holds_the_curve_and_narrows_with_more_samples():
+    rng = np.random.default_rng(1)
+    grid = np.linspace(0.2, 0.8, 7)
+    widths = []
+    for n in (500, 8000):
+        f, a = _calibrated(rng, n)
+        lo, hi = rel.bootstrap_band(f, a, grid, n_resamples=200, seed=3)
+        assert np.all(lo <= hi)
+        widths.append(float(np.mean(hi - lo)))
+    assert widths[1] < widths[0] / 2
+
+
+def test_the_quadratic_skce_equals_a_brute_force_double_sum():
+    rng = np.random.default_rng(2)
+    c, a = _calibrated(rng, 2000, temperature=1.3)
+    ell = sig.kernel_length(c)
+    e = a - c
+    total = []
+    for i in range(c.size):          # every ordered pair i != j, one row at a time
+        h = np.exp(-(c[i] - c) ** 2 / (2 * ell * ell)) * e[i] * e
+        h[i] = 0.0
+        total.append(math.fsum(h))
+    brute = math.fsum(total) / (c.size * (c.size - 1))
+    got = sig.skce(c, a, n_resamples=10)
+    assert got.estimator == "quadratic" and got.length == ell
+    assert got.value == pytest.approx(brute, abs=1e-12, rel=0)
+    i, j = np.triu_indices(c.size, k=1)
+    assert ell == np.median(np.abs(c[i] - c[j]))
+
+
+def test_the_linear_skce_is_the_mean_over_disjoint_pairs():
+    rng = np.random.default_rng(3)
+    c, a = _calibrated(rng, sig.QUADRATIC_MAX + 1001)
+    got = sig.skce(c, a, length=0.1)
+    m = c.size // 2
+    h = [math.exp(-(c[2 * t] - c[2 * t + 1]) ** 2 / 0.02) * (a[2 * t] - c[2 * t]) * (a[2 * t + 1] - c[2 * t + 1])
+         for t in range(m)]
+    assert got.estimator == "linear" and got.value == pytest.approx(math.fsum(h) / m, abs=1e-15, rel=0)
+
+
+def test_the_ece_is_the_binned_ece_and_its_p_value_is_never_zero():
+    rng = np.random.default_rng(4)
+    f, a = _calibrated(rng, 3000, temperature=2.0)
+    ece, p = sig.p_ece(f, a, 15, n_resamples=99, seed=1)
+    edges = np.linspace(0, 1, 16)
+    brute = 0.0
+    for lo, hi in zip(edges[:-1], edges[1:]):
+        inside = (f > lo) & (f <= hi) if lo > 0 else (f <= hi)
+        brute += abs(a[inside].sum() - f[inside].sum())
+    assert ece == pytest.approx(brute / f.size, abs=1e-12)
+    assert p == pytest.approx(1 / 100)
+
+
+def test_the_p_values_are_uniform_under_calibration_and_small_for_an_overconfident_forecast():
+    rng = np.random.default_rng(5)
+    p_ece, p_skce = [], []
+    for r in range(200):
+        f, a = _calibrated(rng, 400)
+        p_ece.append(sig.p_ece(f, a, 10, n_resamples=200, seed=r)[1])
+        p_skce.append(sig.skce(f, a, n_resamples=200, seed=r).p)
+    for p in (p_ece, p_skce):
+        assert stats.kstest(p, "uniform").pvalue > 0.01
+    # the top-label confidence of a 10-class softmax at temperature 1 / 1.5 against labels drawn from the softmax
+    # at temperature 1: overconfident everywhere
+    z = rng.normal(size=(10_000, 10)) * 1.5
+    p_true = np.exp(z) / np.exp(z).sum(axis=1, keepdims=True)
+    y = (rng.random(10_000)[:, None] > np.cumsum(p_true, axis=1)).sum(axis=1).clip(0, 9)
+    sharp = np.exp(1.5 * z) / np.exp(1.5 * z).sum(axis=1, keepdims=True)
+    f, a = sharp.max(axis=1), (sharp.argmax(axis=1) == y).astype(np.float64)
+    assert sig.p_ece(f, a, 15, n_resamples=1000)[1] < 0.01
+    got = sig.skce(f, a)
+    assert got.estimator == "linear" and got.p < 0.01
