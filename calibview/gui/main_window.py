@@ -58,7 +58,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.stale_label.hide()
         self.bandwidth_bar = BandwidthBar(self.session)
         self.tercile_toggle = TercileToggle(self.session)    # the curve split by epistemic tercile (members)
-        self.bandwidth_bar.layout().addWidget(self.tercile_toggle)
+        self.canvas.toolbar.add_extra(self.tercile_toggle)     # the bandwidth row is full at 1280 px
         self.tercile_toggle.changed.connect(self._update_terciles)
         self.session.terciles_changed.connect(lambda _split: self._update_terciles())
         classification = QtWidgets.QWidget()

@@ -159,8 +159,14 @@ class CanvasToolbar(QtWidgets.QWidget):
         row.addWidget(QtWidgets.QLabel("Range"))
         row.addWidget(self.range_box)
         row.addWidget(self.reset)
+        self._extra_at = row.count()
         row.addStretch(1)
         row.addWidget(self.export)
+
+    def add_extra(self, widget: QtWidgets.QWidget) -> None:
+        """Put a window control (one that draws on this diagram) in this row, after Range, before the stretch."""
+        self.layout().insertWidget(self._extra_at, widget)
+        self._extra_at += 1
 
     def set_items(self, names: Iterable[tuple[str, str]], hidden_bands: set) -> None:
         """The per-item band actions: (name, label) pairs."""

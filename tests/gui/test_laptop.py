@@ -16,6 +16,12 @@ def test_the_minimum_size_fits_a_laptop_screen(window, size):
     assert hint.width() <= size[0] and hint.height() <= size[1] - TITLE_BAR, hint
 
 
+def test_the_diagrams_rows_of_controls_leave_room_for_the_docks(window):
+    # 1280 px less the browser's and the calibrator panel's widths at that size (about 340 and 310): a control
+    # added to the bandwidth row once made it 945 px wide and squeezed the browser to 180 px
+    assert window.central_stack.minimumSizeHint().width() <= 640, window.central_stack.minimumSizeHint()
+
+
 def _resize(qtbot, w, width, height):
     w.resize(width, height)
     qtbot.waitUntil(lambda: w.size() == QtCore.QSize(width, height), timeout=5000)

@@ -23,7 +23,7 @@ def disabled_reason(session: Session) -> Optional[str]:
         return "Open a run with members (an ensemble or MC-dropout passes) to split its curve by epistemic tercile"
     if session.compare_runs:
         return "Not while runs are compared: the split is of one run's ensemble"
-    if not run.split(split).members:
+    if not getattr(run.split(split), "members", 0):       # a regression run's splits have none either
         return (f"Needs members (an ensemble or MC-dropout passes): split {split} of {run.name} has none, so it has "
                 "no mutual information to split by")
     return None
@@ -45,9 +45,12 @@ class TercileToggle(QtWidgets.QWidget):
         self.button = QtWidgets.QToolButton()
         self.button.setDefaultAction(self.action)
         self.button.setToolButtonStyle(QtCore.Qt.ToolButtonStyle.ToolButtonTextOnly)
-        self.button.setText("MI terciles")
+        self.action.setIconText("MI terciles")        # the button's text; the View menu shows the full one
         self.calibrator = QtWidgets.QComboBox()
-        self.calibrator.setSizeAdjustPolicy(QtWidgets.QComboBox.SizeAdjustPolicy.AdjustToContents)
+        self.calibrator.setSizeAdjustPolicy(
+            QtWidgets.QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.calibrator.setMinimumContentsLength(10)
+        self.calibrator.setVisible(False)            # shown while the split is on: the row must fit 1280 px
         self.calibrator.setToolTip("The calibrator whose curve is split by epistemic tercile")
         self.calibrator.currentIndexChanged.connect(lambda _i: self.changed.emit())
         self.calibrator.activated.connect(lambda _i: setattr(self, "_picked", self.calibrator_name()))
@@ -66,6 +69,7 @@ class TercileToggle(QtWidgets.QWidget):
 
     def _on_action_toggled(self, on: bool) -> None:
         self.calibrator.setEnabled(on and self.action.isEnabled())
+        self.calibrator.setVisible(on)
         self.session.set_terciles(on)
         self.changed.emit()
 
