@@ -45,11 +45,15 @@ def test_installed_into_a_fresh_venv_it_opens_the_demo(wheel, tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     code = ("import calibview, sys; p = calibview.demo_path(); "
             "assert str(p).startswith(sys.argv[1]), p; "
-            "from calibview.core.io.discovery import list_runs; print(p, len(list_runs(p)))")
+            "from calibview.core.io.discovery import list_runs; "
+            "from calibview.core.io.regression.discovery import list_regression_runs; "
+            "print(p, len(list_runs(p)), len(list_regression_runs(p)))")
     r = subprocess.run([str(py), "-c", code, site], capture_output=True, text=True, cwd=tmp_path,
                        env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert r.returncode == 0, r.stderr
-    assert r.stdout.split()[-1] == "4"          # three runs and the ensemble of two of them
+    # the classification runs: three runs and the ensemble of two of them; then the two regression runs on the
+    # diabetes data (bayesian-ridge var, gbr-quantile quantiles), which list_runs does not count
+    assert r.stdout.split()[-2:] == ["4", "2"], r.stdout
     out = tmp_path / "report"
     r = subprocess.run([str(venv / "bin" / "calibview"), "metrics", "--run", "resnet110-brier/cifar10",
                         "--calibrators", "none", "--n-boot", "0"], capture_output=True, text=True, cwd=tmp_path,

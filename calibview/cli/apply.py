@@ -1,6 +1,7 @@
 """``calibview apply CALIBRATOR FILE --run R --split S -o OUT``: a fitted calibrator (a report's calibrators.json,
 one calibrator's JSON, or a release's inference_config.json) applied to a split; its probabilities are written
-as a new run of OUT."""
+as a new run of OUT. On a regression run the regression recalibrator is applied instead
+(:mod:`calibview.cli.regression.apply`): its recalibrated predictive is written as a regression run of OUT."""
 
 from __future__ import annotations
 
@@ -11,14 +12,14 @@ from typing import Optional
 from calibview.cli.options import add_input_options, add_lock_options
 from calibview.core.errors import CalibviewError
 
-HELP = "apply a fitted calibrator (JSON) to a split and write its probabilities"
+HELP = "apply a fitted calibrator (JSON) to a split and write its probabilities (regression runs: its predictive)"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The calibrator file, the data, the run and split, and the output."""
     p.add_argument("calibrator", help="calibrators.json of a report, one calibrator's JSON, or the "
                                       "inference_config.json of a release")
-    p.add_argument("file", help="HDF5 logits file to calibrate")
+    p.add_argument("file", help="HDF5 file to calibrate (logits, probabilities or a regression run)")
     p.add_argument("--run", required=True, metavar="MODEL/DATASET")
     p.add_argument("--split", required=True)
     p.add_argument("--calibrator-name", "--use", dest="use", default=None,
@@ -29,6 +30,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--overwrite", action="store_true", help="replace the split if OUT already has it")
     p.add_argument("--allow-other-run", action="store_true",
                    help="apply a calibrator fitted on another run (a warning; K and class names must match)")
+    p.add_argument("--allow-crossing", action="store_true",
+                   help="regression runs: sort the quantiles of rows where they cross instead of refusing the run")
     add_input_options(p)
     add_lock_options(p)
 
@@ -74,6 +77,11 @@ def run(args) -> int:
     from calibview.core.io.toplabel import format as tf
 
     refuse_overwriting_inputs([args.out], [args.file, args.calibrator])
+    from calibview.cli.regression import apply as regression
+
+    target = regression.regression_target(args.file, args.run)
+    if target is not None:
+        return regression.run(args, target)
     info = discovery.find_run(args.file, args.run)
     fitted = load_calibrator(args.calibrator, info, args.use, args.allow_other_run)
     if info.split(args.split).kind == tf.KIND or _is_toplabel(fitted):

@@ -82,31 +82,45 @@ def _chosen(args, file: str) -> list:
     return [r for r in dict.fromkeys(find_regression_run(runs, n) for n in args.run if _matches(runs, n))]
 
 
-def plan(args) -> list:
+class Planned(list):
+    """The RegRequests of a command line, and the notes (skipped calibrators, single splits) that
+    :func:`evaluate` prints: after the classification runs' checks, so that a refusal there stays one line."""
+
+    def __init__(self, requests=(), notes=()):
+        super().__init__(requests)
+        self.notes = list(notes)
+
+
+def plan(args) -> Planned:
     """The RegRequests of the command line, one per regression run and eval split (checked, no data read); the
-    classification calibrators asked for are noted as skipped."""
+    classification calibrators asked for are noted as skipped (by :func:`evaluate`)."""
     from calibview.core.evaluation import defaults
     from calibview.core.io.demo import demo_path
 
     file = args.shards or args.file or str(demo_path())      # as calibview.cli.options.eval_file
     runs = _chosen(args, file)
     if not runs:
-        return []
+        return Planned()
+    explicit = args.calibrators is not None
+    given = tuple(c.strip() for c in args.calibrators.split(",") if c.strip()) if explicit else REG_CALIBRATORS
+    for name in given:           # a typo is refused here, before it could be noted as skipped for these runs
+        if name not in REG_CALIBRATORS and name not in defaults.KNOWN_CALIBRATORS:
+            raise CalibviewError(f"Unknown calibrator {name!r}; choose from {', '.join(defaults.KNOWN_CALIBRATORS)} "
+                                 f"(classification runs) or {', '.join(REG_CALIBRATORS[1:])} (regression runs).")
+    # scipy is loaded only past that refusal, which (as for classification runs) computes nothing
     from calibview.core.evaluation.request import default_splits
     from calibview.core.regression.evaluate import RegRequest, check_regression_request
     from calibview.core.regression.recalibrators import applies
 
-    explicit = args.calibrators is not None
-    given = tuple(c.strip() for c in args.calibrators.split(",") if c.strip()) if explicit else REG_CALIBRATORS
     skipped = [c for c in given if c not in REG_CALIBRATORS]
     bins = str(args.bins).split(",")[0].strip()
     bins = defaults.BINS if bins.lower() == "auto" else _whole(bins)
-    out = []
+    out = Planned()
     for run in runs:
         names = tuple(c for c in given if c in REG_CALIBRATORS and (explicit or not applies(c, run.form)))
         if skipped:
-            _log.warning(f"note: regression run {run.name}: skipping {', '.join(skipped)} (classification "
-                         "calibrators; regression runs take none, var-scaling, isotonic-pit).")
+            out.notes.append(f"regression run {run.name}: skipping {', '.join(skipped)} (classification "
+                             "calibrators; regression runs take none, var-scaling, isotonic-pit).")
         if not names:
             continue
         evals = [e.strip() for e in args.eval_split.split(",")] if args.eval_split else [None]
@@ -118,7 +132,7 @@ def plan(args) -> list:
                              seed=args.seed, level=args.level, interval=args.interval,
                              allow_crossing=args.allow_crossing)
             if req.fit_split is None and any(n != "none" for n in names):
-                _log.warning(f"note: regression run {run.name} has a single split: reporting it uncalibrated.")
+                out.notes.append(f"regression run {run.name} has a single split: reporting it uncalibrated.")
                 req = dataclasses.replace(req, calibrators=("none",))
             check_regression_request(req)
             out.append(req)
@@ -133,7 +147,10 @@ def _whole(text: str) -> int:
 
 
 def evaluate(requests: list) -> list:
-    """The RegEvaluations of the planned requests (each split read once per run); their notes on stderr."""
+    """The RegEvaluations of the planned requests (each split read once per run); the plan's notes and the
+    evaluations' on stderr."""
+    for note in getattr(requests, "notes", ()):
+        _log.warning(f"note: {note}")
     if not requests:            # scipy.stats (0.2 s) is imported only for files that have regression runs
         return []
     from calibview.core.regression.evaluate import evaluate_regression

@@ -14,6 +14,8 @@ from typing import Any, Mapping, Optional, Sequence
 from calibview.core.errors import CalibviewError
 
 SCHEMA = "calibview.calibrators/1"
+#: the ``kind`` of the records of regression recalibrators (calibview.core.regression.records)
+REGRESSION = "regression"
 _HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 
 
@@ -78,7 +80,8 @@ def read_regular(path: str, what: str, hint: str) -> bytes:
         os.close(fd)
 
 
-def _schema_warnings(path: str, records: Sequence[Mapping]) -> list[str]:
+def schema_warnings(path: str, records: Sequence[Mapping]) -> list[str]:
+    """The warnings of records without a schema; CalibviewError for a schema this calibview does not know."""
     schemas = {r.get("schema") for r in records}
     unknown = sorted(str(s) for s in schemas - {SCHEMA, None})
     if unknown:
@@ -90,17 +93,30 @@ def _schema_warnings(path: str, records: Sequence[Mapping]) -> list[str]:
     return []
 
 
+def records_of(path: str, obj: Any) -> tuple[list[dict], bool]:
+    """(the records of a calibrators file's JSON ``obj``, whether it was a single record); one sentence for
+    anything else."""
+    if isinstance(obj, dict):
+        return [obj], True
+    if isinstance(obj, list) and obj and all(isinstance(e, dict) for e in obj):
+        return obj, False
+    raise CalibviewError(f"{path} is not a calibview calibrators file (expected a list of calibrator records "
+                         f"or one calibrator's JSON).")
+
+
 def choose(path: str, obj: Any, run, use: Optional[str] = None, *,
            allow_other_run: bool = False) -> tuple[dict, list[str]]:
     """(the calibrator record to apply to ``run`` (a RunInfo), warnings)."""
-    if isinstance(obj, dict):
-        records, single = [obj], True
-    elif isinstance(obj, list) and obj and all(isinstance(e, dict) for e in obj):
-        records, single = obj, False
-    else:
-        raise CalibviewError(f"{path} is not a calibview calibrators file (expected a list of calibrator records "
-                             f"or one calibrator's JSON).")
-    warnings = _schema_warnings(path, records)
+    records, single = records_of(path, obj)
+    warnings = schema_warnings(path, records)
+    # a report on a file with regression runs lists their recalibrators too: they are not candidates here
+    regression = [r for r in records if r.get("kind") == REGRESSION]
+    records = [r for r in records if r.get("kind") != REGRESSION]
+    if not records:
+        methods = ", ".join(dict.fromkeys(str(r.get("method")) for r in regression))
+        raise CalibviewError(f"{path} holds only recalibrators fitted on regression runs ({methods}), and run "
+                             f"{run.name} in {run.file} is a classification run; apply a calibrator fitted on a "
+                             "classification run.")
     if any("method" not in r or "k" not in r for r in records):
         raise CalibviewError(f"{path} is not a calibview calibrators file (a record has no 'method' and 'k').")
     for_run = [r for r in records if r.get("run") == run.name]
@@ -116,12 +132,14 @@ def choose(path: str, obj: Any, run, use: Optional[str] = None, *,
                     if len(runs) == 1 else "; pass one of those with --run")
             raise CalibviewError(f"{path} has no calibrator fitted on run {run.name} (it has runs: "
                                  f"{', '.join(runs) or 'none'}){hint}.")
-    chosen = _pick(path, for_run, use)
+    chosen = pick(path, for_run, use)
     _check_target(path, chosen, run)
     return chosen, warnings
 
 
-def _pick(path: str, for_run: list[dict], use: Optional[str]) -> dict:
+def pick(path: str, for_run: list[dict], use: Optional[str]) -> dict:
+    """The record of ``for_run`` (one run's records) named ``use``, or without it the only one that is not
+    "none"; otherwise one sentence listing the names."""
     names = sorted({str(r.get("calibrator", r.get("method"))) for r in for_run})
     if use:
         chosen = [r for r in for_run if r.get("calibrator", r.get("method")) == use]

@@ -92,7 +92,8 @@ def check_regression_request(req: RegRequest) -> None:
     if req.n_boot < 0:
         raise CalibviewError(f"--n-boot {req.n_boot} must be 0 or more.")
     if not 0 < req.level < 1:
-        raise CalibviewError(f"--level {req.level:g} must lie strictly between 0 and 1.")
+        hint = f" (for {req.level:g} %, give {req.level / 100:g})" if 1 < req.level < 100 else ""
+        raise CalibviewError(f"--level {req.level:g} must lie strictly between 0 and 1{hint}.")
     for name in req.calibrators:
         if name not in recal.REG_CALIBRATORS:
             raise CalibviewError(f"Unknown regression calibrator {name!r}; choose from "

@@ -76,3 +76,38 @@ def test_allow_crossing_sorts_the_rows_and_says_how_many(tmp_path, capsys):
     assert data.sorted_rows == 4 and np.all(np.diff(data.quantiles, axis=1) >= 0)
     assert main(["metrics", str(path), "--n-boot", "0", "--allow-crossing"]) == 0
     assert "4 rows of crossing quantiles sorted" in capsys.readouterr().err
+
+
+def test_the_writer_refuses_what_the_reader_would_and_leaves_the_output_as_it_was(tmp_path):
+    from calibview.core.errors import CalibviewError
+    from calibview.core.io.regression.write import write_regression
+
+    path = tmp_path / "w.h5"
+    rng = np.random.default_rng(3)
+    mean, y = rng.normal(size=20), rng.normal(size=20)
+    with pytest.raises(CalibviewError, match="zero or negative"):
+        write_regression(path, "m", "d", {"val": {"mean": mean, "targets": y, "var": -np.ones(20)}})
+    assert not path.exists()
+    run = write_regression(path, "m", "d", {"val": {"mean": mean, "targets": y, "var": np.full(20, 2.0)}})
+    assert (run.name, run.form, run.split_names, run.file) == ("m/d", "var", ("val",), str(path))
+    before = path.read_bytes()
+    q = np.sort(rng.normal(size=(20, 3)), axis=1)
+    # a second split of another form: refused when the copy is read back, the file untouched
+    with pytest.raises(CalibviewError, match="different predictive forms.*nothing was written"):
+        write_regression(path, "m", "d", {"test": {"mean": mean, "targets": y, "quantiles": q,
+                                                   "levels": [0.1, 0.5, 0.9]}})
+    assert path.read_bytes() == before
+    with pytest.raises(CalibviewError, match="already exists"):
+        write_regression(path, "m", "d", {"val": {"mean": mean, "targets": y, "var": np.ones(20)}})
+    crossing = q[:, ::-1]
+    with pytest.raises(CalibviewError, match="cross"):
+        write_regression(tmp_path / "q.h5", "m", "d", {"val": {"mean": mean, "targets": y, "quantiles": crossing,
+                                                                "levels": [0.1, 0.5, 0.9]}})
+    sorted_run = write_regression(tmp_path / "q.h5", "m", "d", {"val": {"mean": mean, "targets": y,
+                                                                         "quantiles": crossing,
+                                                                         "levels": [0.1, 0.5, 0.9]}}, crossing="sort")
+    np.testing.assert_array_equal(read_regression_split(sorted_run, "val").quantiles, q)
+    # no creation times: the same arrays give the same bytes
+    for name in ("a.h5", "b.h5"):
+        write_regression(tmp_path / name, "m", "d", {"val": {"mean": mean, "targets": y, "var": np.full(20, 2.0)}})
+    assert (tmp_path / "a.h5").read_bytes() == (tmp_path / "b.h5").read_bytes()

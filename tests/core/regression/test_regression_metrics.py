@@ -37,15 +37,42 @@ def _toolbox(mean, std, y) -> dict:
     return {k: float(v) for k, v in ref.items()}
 
 
-@pytest.mark.parametrize("n,seed", [(300, 0), (1000, 1), (2500, 2)])
-def test_eight_metrics_equal_uncertainty_toolbox(n, seed):
-    mean, var, y = hetero(n, seed)
-    ours = _point(Predictive("var", mean, var=var), y)
+def _assert_toolbox(ours: dict, mean, var, y) -> None:
     ref = _toolbox(mean, np.sqrt(var), y)
     full = uct.get_all_metrics(mean, np.sqrt(var), y, verbose=False)       # its one-call defaults agree too
     for name, (group, key) in PAIRS.items():
         assert ours[name] == pytest.approx(ref[name], abs=1e-9), name
         assert ours[name] == pytest.approx(full[group][key], abs=1e-9), name
+
+
+@pytest.mark.parametrize("n,seed", [(300, 0), (1000, 1), (2500, 2)])
+def test_eight_metrics_equal_uncertainty_toolbox(n, seed):
+    mean, var, y = hetero(n, seed)
+    _assert_toolbox(_point(Predictive("var", mean, var=var), y), mean, var, y)
+
+
+@pytest.mark.parametrize("split", ["test", "val"])
+def test_the_demo_var_run_through_metrics_json_equals_uncertainty_toolbox(split, capsys):
+    """The bundled demo's BayesianRidge run on the diabetes data (real predictive variances, N = 130), as
+    ``calibview metrics --json`` reports it uncalibrated, against uncertainty-toolbox on the arrays read with h5py."""
+    import json
+
+    import h5py
+
+    import calibview
+    from calibview.cli.program import main
+
+    demo = calibview.demo_path()
+    with h5py.File(demo, "r") as f:
+        g = f[f"bayesian-ridge/diabetes/{split}"]
+        mean, var, y = g["mean"][()], g["var"][()], g["targets"][()]
+    assert y.shape == (130,)
+    other = "val" if split == "test" else "test"
+    assert main(["metrics", str(demo), "--run", "bayesian-ridge/diabetes", "--calibrators", "none", "--n-boot", "0",
+                 "--eval-split", split, "--fit-split", other, "--json"]) == 0
+    rows = [r for r in json.loads(capsys.readouterr().out) if r["model"] == "bayesian-ridge"]
+    assert [(r["calibrator"], r["eval_split"], r["n"]) for r in rows] == [("none", split, 130)]
+    _assert_toolbox(rows[0], mean, var, y)
 
 
 def test_ence_and_coverage_equal_a_brute_force_loop():

@@ -5,22 +5,18 @@ is unpickled; the output is written to a temporary copy that replaces it only on
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import tempfile
 import zipfile
 from pathlib import Path
 from typing import Optional
 
-import h5py
 import numpy as np
 
 from calibview.core.errors import CalibviewError
 from calibview.core.io import guard
 from calibview.core.io.regression.checks import check_layout, check_values
-from calibview.core.io.regression.discovery import list_regression_runs
 from calibview.core.io.regression.schema import RegRunInfo
+from calibview.core.io.regression.write import write_regression
 
 _KEY = re.compile(r"^(mean|targets|var|quantiles|samples|levels)(?:_(.+))?$")
 
@@ -75,7 +71,6 @@ def import_regression_npz(src: Path, out: Path, *, model: str, dataset: str, spl
     """Write the regression splits of the .npz ``src`` as run ``model/dataset`` of the HDF5 file ``out``
     (created or appended to; an existing split is replaced only with ``overwrite``); returns that run."""
     splits = _splits(src, _load(src), split)
-    run_path = "/" + "/".join(p for p in (model, dataset) if p)
     for name, parts in splits.items():
         where = f"{src.name}:{name}"
         shapes = {k: (tuple(v.shape), v.dtype) for k, v in parts.items() if k != "levels"}
@@ -83,27 +78,5 @@ def import_regression_npz(src: Path, out: Path, *, model: str, dataset: str, spl
         form = next(k for k in ("var", "quantiles", "samples") if k in parts)
         f64 = {k: np.asarray(parts[k], dtype=np.float64) for k in ("mean", "targets", form)}
         check_values(str(src), where, f64["mean"], f64["targets"], form, f64[form], allow_crossing=True)
-    fd, tmp = tempfile.mkstemp(prefix=".calibview-import-", suffix=".h5", dir=str(out.parent))
-    os.close(fd)
-    try:
-        if out.exists():
-            shutil.copy2(out, tmp)
-        with h5py.File(tmp, "a") as f:
-            for name, parts in splits.items():
-                path = f"{run_path.rstrip('/')}/{name}"
-                if path in f:
-                    if not overwrite:
-                        raise CalibviewError(f"{out}: split {path} exists already; pass --overwrite to replace it.")
-                    del f[path]
-                g = f.require_group(path)
-                for k, v in parts.items():
-                    if k != "levels":
-                        g.create_dataset(k, data=np.asarray(v, dtype=np.float64))
-                if "quantiles" in parts:
-                    g["quantiles"].attrs["levels"] = np.asarray(parts["levels"], dtype=np.float64)
-        runs = [r for r in list_regression_runs(tmp) if r.path == run_path]
-        os.replace(tmp, out)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return [RegRunInfo(**{**r.__dict__, "file": str(out)}) for r in runs]
+    # kept as given: crossing quantiles are the readers' to refuse or sort (--allow-crossing), as for any file
+    return [write_regression(out, model, dataset, splits, overwrite=overwrite, crossing="keep")]
