@@ -94,7 +94,7 @@ def run(args) -> int:
         if conformal:
             write_conformal(conformal, folder.dir, draw=not args.no_diagram)
         if reg and not args.no_diagram:
-            write_regression_figures(reg, folder.dir)
+            write_regression_figures(reg, folder.dir, figure)
     for note in notes:              # through the logger, so that --quiet leaves only errors on stderr
         logging.getLogger("calibview").warning(note)
     for message in messages + folder.notes:
@@ -158,12 +158,13 @@ def write_conformal(results, out: Path, draw: bool = True) -> list[Path]:
     return paths
 
 
-def write_regression_figures(evaluations, out: Path) -> list[Path]:
+def write_regression_figures(evaluations, out: Path, figure=None) -> list[Path]:
     """regression.png (one regression run) or regression_<model>_<dataset>.png per run: the regression diagram, the
     interval-coverage curve, the PIT histogram and the quantile calibration curve (calibview.plot.regression);
+    with ``figure`` ((FigureOptions, formats) of the figure options) one file per format at that width and DPI;
     without Qt, a warning and nothing."""
     try:
-        from calibview.plot.regression import regression_png
+        from calibview.plot.regression import regression_figure, regression_png
     except ImportError as e:
         logging.getLogger("calibview").warning(f"warning: no regression.png ({e}); install PySide6 and pyqtgraph.")
         return []
@@ -171,9 +172,13 @@ def write_regression_figures(evaluations, out: Path) -> list[Path]:
 
     keys = [[ev.run.name] if len(evaluations) > 1 else [] for ev in evaluations]
     paths = []
-    for ev, name in zip(evaluations, unique_names(keys, "regression", ".png")):
-        regression_png(ev, out / name)
-        paths.append(out / name)
+    for fmt in (["png"] if figure is None else figure[1]):
+        for ev, name in zip(evaluations, unique_names(keys, "regression", f".{fmt}")):
+            if figure is None:
+                regression_png(ev, out / name)
+            else:
+                regression_figure(ev, out / name, fmt, figure[0])
+            paths.append(out / name)
     return paths
 
 

@@ -110,3 +110,23 @@ def test_report_draws_regression_png_per_run(tmp_path):
     assert main(["report", str(path), "--out", str(tmp_path / "q"), "--n-boot", "0", "--no-diagram",
                  "--quiet"]) == 0
     assert not list((tmp_path / "q").glob("regression*.png"))
+
+
+def test_report_writes_the_regression_figure_in_every_figure_format(tmp_path):
+    """With the figure options (--layout grid --format pdf,svg) each regression run's figure comes in each format,
+    a recalibrator a row at the figure's width, and no regression.png beside them."""
+    import pytest
+
+    pytest.importorskip("pyqtgraph")
+    path = tmp_path / "reg.h5"
+    write_runs(path)
+    out = tmp_path / "r"
+    assert main(["report", str(path), "--out", str(out), "--n-boot", "20", "--layout", "grid", "--format",
+                 "pdf,svg", "--figure-width", "6in", "--quiet"]) == 0
+    for run in ("gp_toy", "qr_toy"):
+        pdf = (out / f"regression_{run}.pdf").read_bytes()
+        assert pdf[:5] == b"%PDF-" and len(pdf) > 10_000
+        svg = (out / f"regression_{run}.svg").read_text()
+        assert "<svg" in svg and "<path" in svg
+    assert not list(out.glob("regression*.png"))
+    assert not [p for p in out.rglob("*") if p.name.startswith(".") or p.suffix in (".tmp", ".part")]

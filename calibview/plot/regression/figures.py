@@ -23,7 +23,7 @@ from calibview.plot.regression import items
 from calibview.plot.render_png import layout_png
 from calibview.plot.theme import qcolor
 
-__all__ = ["regression_png"]
+__all__ = ["regression_figure", "regression_png"]
 
 #: rows at most (one per recalibrator)
 MAX_ROWS = 6
@@ -103,3 +103,30 @@ def regression_png(evaluation, path, *, width: int = 1500, row_height: int = 300
             _row(win, i, res, float(evaluation.bandwidth), level, f"{evaluation.run.name} · {res.name}")
 
     layout_png(build, path, width, row_height * max(1, len(results)), scale=scale, what="regression figure")
+
+
+#: height of one recalibrator's row of a publication figure, in units of the figure's width
+ROW_ASPECT = 0.35
+
+
+def regression_figure(evaluation, path, fmt: str, options) -> None:
+    """The same rows as :func:`regression_png`, written as ``fmt`` ("png", "pdf" or "svg") at the figure options
+    ``options`` (:class:`calibview.plot.spec.FigureOptions`: width, DPI) through the exports' writer
+    (:func:`calibview.plot.export.write_view`: atomic). Rows are drawn in the light theme whatever the options'
+    theme, as in regression.png."""
+    from calibview.plot.export import write_view
+    from calibview.plot.render_png import ensure_app
+
+    results = list(evaluation.results)[:MAX_ROWS]
+    level = float(evaluation.request.level)
+    ensure_app()
+    win = pg.GraphicsLayoutWidget()
+    win.setBackground("w")
+    try:
+        win.setAttribute(QtCore.Qt.WidgetAttribute.WA_DontShowOnScreen, True)
+        for i, res in enumerate(results):
+            _row(win, i, res, float(evaluation.bandwidth), level, f"{evaluation.run.name} · {res.name}")
+        height_in = options.width_in * ROW_ASPECT * max(1, len(results))
+        write_view(win, path, fmt, options, height_in, background="#FFFFFF")
+    finally:
+        win.deleteLater()
