@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6 import QtCore
+from PySide6 import QtCore, QtWidgets
 
 from calibview.plot.palette import NEUTRAL, PALETTE
 from calibview.plot.regression import items
@@ -106,19 +106,26 @@ def regression_png(evaluation, path, *, width: int = 1500, row_height: int = 300
 
 
 #: height of one recalibrator's row of a publication figure, in units of the figure's width
-ROW_ASPECT = 0.35
+ROW_ASPECT = 0.2
+#: the narrowest publication figure of the regression rows, in inches
+MIN_WIDTH_IN = 16.0
 
 
 def regression_figure(evaluation, path, fmt: str, options) -> None:
     """The same rows as :func:`regression_png`, written as ``fmt`` ("png", "pdf" or "svg") at the figure options
     ``options`` (:class:`calibview.plot.spec.FigureOptions`: width, DPI) through the exports' writer
-    (:func:`calibview.plot.export.write_view`: atomic). Rows are drawn in the light theme whatever the options'
-    theme, as in regression.png."""
+    (:func:`calibview.plot.export.write_view`: atomic), at least MIN_WIDTH_IN wide. Rows are drawn in the light
+    theme whatever the options' theme, as in regression.png."""
     from calibview.plot.export import write_view
     from calibview.plot.render_png import ensure_app
 
+    from dataclasses import replace
+
     results = list(evaluation.results)[:MAX_ROWS]
     level = float(evaluation.request.level)
+    # four panels a row with their titles need about 16 in (regression.png is 1500 px): a narrower width would push
+    # the right-hand panels off the page, so the figure is never narrower than that
+    options = replace(options, width_in=max(float(options.width_in), MIN_WIDTH_IN))
     ensure_app()
     win = pg.GraphicsLayoutWidget()
     win.setBackground("w")
@@ -128,5 +135,7 @@ def regression_figure(evaluation, path, fmt: str, options) -> None:
             _row(win, i, res, float(evaluation.bandwidth), level, f"{evaluation.run.name} · {res.name}")
         height_in = options.width_in * ROW_ASPECT * max(1, len(results))
         write_view(win, path, fmt, options, height_in, background="#FFFFFF")
-    finally:
+    finally:                # deleted now, not at the interpreter's exit, where Qt's teardown crashed on it
+        win.hide()
         win.deleteLater()
+        QtWidgets.QApplication.sendPostedEvents(None, QtCore.QEvent.Type.DeferredDelete)
