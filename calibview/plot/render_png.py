@@ -48,10 +48,10 @@ def paint_view(view: QtWidgets.QGraphicsView, painter: QtGui.QPainter, w: float,
                 QtCore.Qt.AspectRatioMode.IgnoreAspectRatio)
 
 
-def layout_png(build, path, width: int, height: int, *, scale: float = 2.0, what: str = "figure") -> None:
-    """A figure of pyqtgraph plots drawn offscreen and written to ``path`` as PNG: ``build(win)`` adds the plots to
-    a white ``pg.GraphicsLayoutWidget`` of ``width`` x ``height`` logical pixels, rendered at ``scale`` x (vectors
-    and text redrawn at that resolution). The widget is deleted afterwards, also when ``build`` raises."""
+@contextmanager
+def offscreen_layout():
+    """A white ``pg.GraphicsLayoutWidget`` that is never shown on screen, deleted when the block ends (also when
+    it raises): at once, not at the interpreter's exit, where Qt's teardown crashes on a widget left behind."""
     import pyqtgraph as pg
 
     ensure_app()
@@ -59,6 +59,18 @@ def layout_png(build, path, width: int, height: int, *, scale: float = 2.0, what
     win.setBackground("w")
     try:
         win.setAttribute(QtCore.Qt.WidgetAttribute.WA_DontShowOnScreen, True)
+        yield win
+    finally:
+        win.hide()
+        win.deleteLater()
+        QtWidgets.QApplication.sendPostedEvents(None, QtCore.QEvent.Type.DeferredDelete)
+
+
+def layout_png(build, path, width: int, height: int, *, scale: float = 2.0, what: str = "figure") -> None:
+    """A figure of pyqtgraph plots drawn offscreen and written to ``path`` as PNG: ``build(win)`` adds the plots to
+    a white ``pg.GraphicsLayoutWidget`` of ``width`` x ``height`` logical pixels, rendered at ``scale`` x (vectors
+    and text redrawn at that resolution). The widget is deleted afterwards, also when ``build`` raises."""
+    with offscreen_layout() as win:
         win.resize(int(width), int(height))
         build(win)
         win.show()
@@ -74,10 +86,6 @@ def layout_png(build, path, width: int, height: int, *, scale: float = 2.0, what
             painter.end()
         img.setDevicePixelRatio(1.0)
         write_png(img, path, what=what)
-    finally:
-        win.hide()
-        win.deleteLater()
-        QtWidgets.QApplication.sendPostedEvents(None, QtCore.QEvent.Type.DeferredDelete)
 
 
 def _ensure_laid_out(widget: QtWidgets.QWidget) -> None:

@@ -9,6 +9,7 @@ from typing import Optional
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from calibview.core.evaluation.members.terciles import default_calibrator
+from calibview.core.io.regression.schema import RegRunInfo
 from calibview.gui.session import Session
 
 SHORTCUT = "Ctrl+Shift+M"
@@ -23,7 +24,9 @@ def disabled_reason(session: Session) -> Optional[str]:
         return "Open a run with members (an ensemble or MC-dropout passes) to split its curve by epistemic tercile"
     if session.compare_runs:
         return "Not while runs are compared: the split is of one run's ensemble"
-    if not getattr(run.split(split), "members", 0):       # a regression run's splits have none either
+    if isinstance(run, RegRunInfo):
+        return "A regression run has no class probabilities of members to split its curve by"
+    if not run.split(split).members:
         return (f"Needs members (an ensemble or MC-dropout passes): split {split} of {run.name} has none, so it has "
                 "no mutual information to split by")
     return None

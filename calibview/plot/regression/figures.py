@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6 import QtCore, QtWidgets
+from PySide6 import QtCore
 
 from calibview.plot.palette import NEUTRAL, PALETTE
 from calibview.plot.regression import items
-from calibview.plot.render_png import layout_png
+from calibview.plot.render_png import layout_png, offscreen_layout
 from calibview.plot.theme import qcolor
 
 __all__ = ["regression_figure", "regression_png"]
@@ -117,7 +117,6 @@ def regression_figure(evaluation, path, fmt: str, options) -> None:
     (:func:`calibview.plot.export.write_view`: atomic), at least MIN_WIDTH_IN wide. Rows are drawn in the light
     theme whatever the options' theme, as in regression.png."""
     from calibview.plot.export import write_view
-    from calibview.plot.render_png import ensure_app
 
     from dataclasses import replace
 
@@ -126,16 +125,8 @@ def regression_figure(evaluation, path, fmt: str, options) -> None:
     # four panels a row with their titles need about 16 in (regression.png is 1500 px): a narrower width would push
     # the right-hand panels off the page, so the figure is never narrower than that
     options = replace(options, width_in=max(float(options.width_in), MIN_WIDTH_IN))
-    ensure_app()
-    win = pg.GraphicsLayoutWidget()
-    win.setBackground("w")
-    try:
-        win.setAttribute(QtCore.Qt.WidgetAttribute.WA_DontShowOnScreen, True)
+    with offscreen_layout() as win:
         for i, res in enumerate(results):
             _row(win, i, res, float(evaluation.bandwidth), level, f"{evaluation.run.name} · {res.name}")
         height_in = options.width_in * ROW_ASPECT * max(1, len(results))
         write_view(win, path, fmt, options, height_in, background="#FFFFFF")
-    finally:                # deleted now, not at the interpreter's exit, where Qt's teardown crashed on it
-        win.hide()
-        win.deleteLater()
-        QtWidgets.QApplication.sendPostedEvents(None, QtCore.QEvent.Type.DeferredDelete)
