@@ -73,7 +73,7 @@ class ExportDialog(QtWidgets.QDialog):
         form.addRow("Theme", self.theme)
         self.layout_box = QtWidgets.QComboBox()
         self.layout_box.addItem("Overlay", "overlay")
-        self.layout_box.addItem("Grid (one panel per calibrator)", "grid")
+        self.layout_box.addItem(getattr(canvas, "grid_label", "Grid (one panel per calibrator)"), "grid")
         self.layout_box.setCurrentIndex(self.layout_box.findData(getattr(canvas, "layout_mode", "overlay")))
         form.addRow("Layout", self.layout_box)
         self.bands = QtWidgets.QCheckBox(getattr(canvas, "band_label", "Sharpness bands"))
@@ -82,7 +82,7 @@ class ExportDialog(QtWidgets.QDialog):
         self.ci_band = QtWidgets.QCheckBox("Confidence bands of the curves")
         self.ci_band.setChecked(bool(getattr(canvas, "ci_on", False)))
         form.addRow("", self.ci_band)
-        # what does not apply to this figure (the regression diagram: no grid, no curve band), greyed with why
+        # what does not apply to this figure (the regression diagram: no curve band), greyed with why
         for key, box in (("layout", self.layout_box), ("ci_band", self.ci_band)):
             why = getattr(canvas, "disabled_options", {}).get(key)
             if why:

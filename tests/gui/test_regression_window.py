@@ -169,7 +169,8 @@ def test_quantile_run_and_pdf_export(qtbot, window, mixed_file, tmp_path, monkey
     from calibview.plot.export_dialog import ExportDialog
 
     dialog = ExportDialog(window.regression.canvas, window)
-    assert not dialog.layout_box.isEnabled() and "recalibrator" in dialog.layout_box.toolTip()
+    assert dialog.layout_box.isEnabled() and "recalibrator" in dialog.layout_box.itemText(1)
+    assert not dialog.ci_band.isEnabled()
     dialog.format.setCurrentIndex(dialog.format.findData("pdf"))
     written = dialog.export_to(out / "diagram.pdf")
     assert [p.name for p in written] == ["diagram.pdf"]
@@ -194,3 +195,51 @@ def test_back_to_classification(qtbot, window, mixed_file):
     assert tabs.isTabEnabled(tabs.indexOf(window.slices_view))
     assert not tabs.isTabEnabled(tabs.indexOf(window.regression.table))
     assert window.central_stack.currentWidget() is not window.regression.view
+
+
+def test_grid_layout_rows_slider_and_pdf(qtbot, window, mixed_file, tmp_path, monkeypatch):
+    """The grid: a row per recalibrator whose coverage panels are that recalibrator's (they differ), whose
+    diagrams share one curve per bandwidth (the counter: one computation for every row), redrawn in place by the
+    slider; exported as a PDF with a page per grid, not the single diagram."""
+    import re
+
+    from PySide6 import QtCore
+
+    calls = _counting(monkeypatch)
+    window.open_files([mixed_file])
+    _select(qtbot, window, mixed_file, "hetero/var")
+    view, canvas = window.regression.view, window.regression.canvas
+    ev = window.session.regression
+    view.set_layout("grid")
+    assert canvas.layout_mode == "grid" and view.layout_box.currentData() == "grid"
+    rows = canvas.grid_rows
+    assert [r.result.name for r in rows] == [r.name for r in ev.results] == ["none", "var-scaling", "isotonic-pit"]
+    # the coverage curve drawn in each row is its recalibrator's: var-scaling widens the over-confident intervals
+    for r, res in zip(rows, ev.results):
+        np.testing.assert_allclose(r.coverage.getData()[1], res.observed)
+    assert not np.allclose(rows[0].coverage.getData()[1], rows[1].coverage.getData()[1])
+    before = canvas.computed
+    h = canvas.bandwidth * 1.7
+    view.set_bandwidth(h)
+    assert canvas.computed == before + 1                     # three rows, one shared curve
+    x_ref, y_ref = canvas.drawn_curve()
+    for r in rows:
+        x, y = r.curve.getData()
+        np.testing.assert_allclose(y, y_ref)
+        assert f"h = {h:.3g}" in r.top.titleLabel.text
+    assert canvas.grid_rows[0] is rows[0]                    # redrawn in place, not rebuilt
+
+    from calibview.plot.spec import FigureOptions
+
+    written = canvas.export_figure(tmp_path / "grid.pdf", FigureOptions(layout="grid"))
+    data = written[0].read_bytes()
+    assert data.startswith(b"%PDF")
+    single = canvas.export_figure(tmp_path / "one.pdf", FigureOptions(layout="overlay"))[0]
+    # the grid's page: at least 16 in wide, three rows of 0.2 x its width; the single diagram's 0.72 x its own
+    w, hgt = map(float, re.search(rb"/MediaBox \[0 0 ([\d.]+) ([\d.]+)\]", data).groups())
+    w1, h1 = map(float, re.search(rb"/MediaBox \[0 0 ([\d.]+) ([\d.]+)\]", single.read_bytes()).groups())
+    assert w >= 16 * 72 - 1 and hgt / w == pytest.approx(3 * 0.2, rel=0.02) and h1 / w1 == pytest.approx(0.72, rel=0.02)
+    view.set_layout("overlay")
+    assert canvas._stack.currentWidget() is not None and canvas.layout_mode == "overlay"
+    assert len(calls) == 1
+    QtCore.QCoreApplication.processEvents()

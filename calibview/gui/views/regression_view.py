@@ -1,5 +1,6 @@
-"""A regression run in the window's centre: the bandwidth bar in the target's units over the regression
-calibration-sharpness diagram (:class:`RegressionView`), in place of the classification bar and canvas.
+"""A regression run in the window's centre: the bandwidth bar in the target's units (and the layout: the diagram,
+or a grid of a row per recalibrator) over the regression calibration-sharpness diagram (:class:`RegressionView`),
+in place of the classification bar and canvas.
 
 The slider redraws the curve alone (the canvas caches it per result and bandwidth; no evaluation); "Evaluate cal
 at h" asks the session for cal and the sharpness gap at the slider's bandwidth. Listens to regression_changed.
@@ -59,6 +60,12 @@ class RegressionView(QtWidgets.QWidget):
         self.apply = QtWidgets.QPushButton("Evaluate cal at h")
         self.apply.setToolTip("Evaluate the run again with cal and the sharpness gap at this bandwidth")
         self.units = QtWidgets.QLabel("")
+        self.layout_box = QtWidgets.QComboBox()
+        self.layout_box.addItem("Diagram", "overlay")
+        self.layout_box.addItem("Grid", "grid")
+        self.layout_box.setToolTip("Diagram: E[Y | prediction] of the run (every recalibrator leaves it unchanged). "
+                                   "Grid: a row per recalibrator with its diagram, interval coverage, PIT histogram "
+                                   "and quantile calibration curve, as the report's regression figure")
         bar = QtWidgets.QHBoxLayout()
         bar.setContentsMargins(6, 2, 6, 2)
         bar.addWidget(QtWidgets.QLabel("Bandwidth"))
@@ -67,6 +74,8 @@ class RegressionView(QtWidgets.QWidget):
         bar.addWidget(self.units)
         bar.addWidget(self.reset)
         bar.addWidget(self.apply)
+        bar.addSpacing(8)
+        bar.addWidget(self.layout_box)
         col = QtWidgets.QVBoxLayout(self)
         col.setContentsMargins(0, 0, 0, 0)
         col.setSpacing(0)
@@ -77,6 +86,8 @@ class RegressionView(QtWidgets.QWidget):
         self.box.valueChanged.connect(self._on_box)
         self.reset.clicked.connect(lambda: self.set_bandwidth(self.h0))
         self.apply.clicked.connect(self._on_apply)
+        self.layout_box.currentIndexChanged.connect(
+            lambda i: self.canvas.set_layout(self.layout_box.itemData(i)))
         session.regression_changed.connect(self.set_evaluation)
         self.set_evaluation(None)
 
@@ -100,8 +111,12 @@ class RegressionView(QtWidgets.QWidget):
         run, req = evaluation.run, evaluation.request
         self.units.setText("(target units)")
         self.canvas.set_result(result, h, title=f"{run.name} · {req.eval_split} (N = {evaluation.n_eval:,}, "
-                                                f"{run.describe()})")
+                                                f"{run.describe()})", evaluation=evaluation)
         self._update_apply()
+
+    def set_layout(self, layout: str) -> None:
+        """"overlay" (the diagram) or "grid" (a row per recalibrator), as the layout box shows it."""
+        self.layout_box.setCurrentIndex(self.layout_box.findData(layout))
 
     def set_bandwidth(self, h: float) -> None:
         """Draw the diagram at bandwidth ``h`` (target units) and show it on the slider and in the box."""

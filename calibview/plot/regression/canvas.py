@@ -5,8 +5,13 @@ sharing the x axis, the density strip of the predictions (:class:`RegressionCanv
 The numbers come from :func:`calibview.core.regression.views.diagram`; this module draws them. The diagram
 depends on the predictive mean and the targets alone, which no recalibrator changes, so one curve stands for
 every recalibrator of a run. A bandwidth change redraws the items in place; each (result, bandwidth) curve is
-computed once (:meth:`RegressionCanvas.set_bandwidth` reads it from a small cache after that). Exports go
-through :func:`calibview.plot.export.write_view` (PNG at a DPI, vector PDF and SVG, atomic).
+computed once (:meth:`RegressionCanvas.set_bandwidth` reads it from a small cache after that).
+
+The grid layout (:meth:`RegressionCanvas.set_layout`) shows a row per recalibrator instead, as the report's
+regression figure does: the diagram beside the interval coverage, the PIT histogram and the quantile calibration
+curve, which do differ between recalibrators (:mod:`calibview.plot.regression.rows`); the slider redraws its
+diagrams in place from the same cache. Exports go through :func:`calibview.plot.export.write_view` (PNG at a DPI,
+vector PDF and SVG, atomic), the grid's through :func:`calibview.plot.regression.figures.regression_figure`.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from calibview.plot.export import write_view
 from calibview.plot.export_dialog import ExportDialog
 from calibview.plot.palette import PALETTE
 from calibview.plot.regression import items
+from calibview.plot.regression.rows import diagram_range
 from calibview.plot.spec import FigureOptions
 from calibview.plot.theme import THEMES, qcolor
 
@@ -34,25 +40,32 @@ CURVE = PALETTE[0]
 #: the legend's words for the band: a spread of the targets, not the curve's uncertainty
 BAND_TEXT = "± conditional SD of the residual (spread, not a CI)"
 CACHE_SIZE = 64
-#: why the export dialog's grid and confidence-band options do not apply here
-NO_GRID = ("One diagram stands for every recalibrator: they leave the predictive mean, and so this curve, "
-           "unchanged.")
+#: the least height of a grid row in the window, in pixels (a diagram, its density strip and three panels)
+GRID_ROW_PX = 250
+#: the least width of the window's grid for four panels a line (narrower: two lines of two a recalibrator)
+GRID_FOUR_PX = 960
+#: why the export dialog's confidence-band option does not apply here
 NO_CI = "The regression diagram has no confidence band of its curve; its band is the residual's spread."
 
 
 class RegressionCanvas(QtWidgets.QWidget):
     """The diagram of one regression run at a bandwidth in the target's units (set_result, set_bandwidth)."""
 
-    #: the export dialog's layouts that apply (the grid does not: see NO_GRID)
-    layouts = ("overlay",)
-    disabled_options = {"layout": NO_GRID, "ci_band": NO_CI}
+    #: the export dialog's layouts: the one diagram, or a row per recalibrator
+    layouts = ("overlay", "grid")
+    disabled_options = {"ci_band": NO_CI}
     band_label = "± conditional SD band"
+    grid_label = "Grid (a row per recalibrator: diagram, coverage, PIT, quantiles)"
 
     def __init__(self, parent: Optional[QtWidgets.QWidget] = None, *, theme: str = "light",
                  font_pt: Optional[float] = None, line_width: float = 2.0) -> None:
         super().__init__(parent)
         self._theme = THEMES[theme]
         self._result = None
+        self._evaluation = None                # the grid's rows: every result of this evaluation
+        self._layout = "overlay"
+        self._rows: list = []                  # the grid's rows as drawn (calibview.plot.regression.rows.Row)
+        self._grid_key = None                  # (evaluation, theme, font, columns) the grid was built for
         self._bandwidth = 1.0
         self._bands = True
         self._title = ""
@@ -62,9 +75,19 @@ class RegressionCanvas(QtWidgets.QWidget):
         self.computed = 0                      # curves computed (a cache miss each)
         self._view = pg.GraphicsLayoutWidget()
         self._view.setMinimumSize(320, 260)
+        self._grid = pg.GraphicsLayoutWidget()
+        # a row of four panels needs some height to be read: the grid scrolls rather than squash its rows
+        self._grid_scroll = QtWidgets.QScrollArea()
+        self._grid_scroll.setWidgetResizable(True)
+        self._grid_scroll.setFrameShape(QtWidgets.QFrame.Shape.NoFrame)
+        self._grid_scroll.setHorizontalScrollBarPolicy(QtCore.Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self._grid_scroll.setWidget(self._grid)
+        self._stack = QtWidgets.QStackedWidget()
+        self._stack.addWidget(self._view)
+        self._stack.addWidget(self._grid_scroll)
         lay = QtWidgets.QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
-        lay.addWidget(self._view)
+        lay.addWidget(self._stack)
         ci = self._view.ci
         ci.setContentsMargins(8, 6, 14, 6)
         self._title_item = ci.addLabel("", row=0, col=0)
@@ -90,10 +113,12 @@ class RegressionCanvas(QtWidgets.QWidget):
         self.set_theme(theme)
 
     # ------------------------------------------------------------------------------------------------ public API
-    def set_result(self, result, bandwidth: float, *, title: str = "") -> None:
+    def set_result(self, result, bandwidth: float, *, title: str = "", evaluation=None) -> None:
         """Draw ``result`` (a :class:`calibview.core.regression.evaluate.RegResult`) at ``bandwidth`` (> 0, target
-        units); None clears the diagram. The axes span the predictions and the bulk of the targets."""
+        units); None clears the diagram. The axes span the predictions and the bulk of the targets.
+        ``evaluation`` (the RegEvaluation ``result`` belongs to) gives the grid layout its rows."""
         self._result, self._title = result, title
+        self._evaluation = evaluation if result is not None else None
         self._bandwidth = float(bandwidth)
         if result is None:
             self._curve.setData(x=np.zeros(0), y=np.zeros(0))
@@ -101,16 +126,14 @@ class RegressionCanvas(QtWidgets.QWidget):
             self._band.set([], [], [])
             self._density.set([], [])
         else:
-            v, y = np.asarray(result.predictive.mean), np.asarray(result.targets)
-            lo = float(min(v.min(), np.percentile(y, 1)))
-            hi = float(max(v.max(), np.percentile(y, 99)))
-            pad = 0.04 * (hi - lo or 1.0)
-            self._diagonal.set(lo - pad, hi + pad)
-            self._top.setXRange(float(v.min()) - pad, float(v.max()) + pad, padding=0)
-            self._top.setYRange(lo - pad, hi + pad, padding=0)
+            x_lo, x_hi, y_lo, y_hi = diagram_range(result)
+            self._diagonal.set(y_lo, y_hi)
+            self._top.setXRange(x_lo, x_hi, padding=0)
+            self._top.setYRange(y_lo, y_hi, padding=0)
             self._draw()
         self._update_title()
         self._update_legend()
+        self._sync_grid()
 
     def set_bandwidth(self, bandwidth: float) -> None:
         """Redraw at ``bandwidth`` (> 0, target units): one cached curve, the items updated in place."""
@@ -122,8 +145,28 @@ class RegressionCanvas(QtWidgets.QWidget):
         self._bandwidth = h
         if self._result is not None:
             self._draw()
+        for row in self._rows:
+            row.set_curve(self.curve(row.result, h), h)
         self._update_title()
         self._update_legend()
+
+    def set_layout(self, layout: str) -> None:
+        """"overlay" (the one diagram) or "grid" (a row per recalibrator of the evaluation)."""
+        if layout not in self.layouts:
+            raise ValueError(f"the layout must be one of {', '.join(self.layouts)}, got {layout!r}")
+        self._layout = layout
+        self._sync_grid()
+        self._stack.setCurrentWidget(self._grid_scroll if layout == "grid" else self._view)
+
+    @property
+    def layout_mode(self) -> str:
+        """"overlay" or "grid"."""
+        return self._layout
+
+    @property
+    def grid_rows(self) -> list:
+        """The grid's rows as drawn (empty unless the grid layout shows an evaluation)."""
+        return list(self._rows)
 
     def set_bands(self, on: bool) -> None:
         """The conditional-SD band on or off."""
@@ -138,6 +181,8 @@ class RegressionCanvas(QtWidgets.QWidget):
         items.style(self._top, t, "", "", "target", self._font_pt)
         items.style(self._bottom, t, "", "prediction (predictive mean)", "density", self._font_pt)
         self._diagonal.set_theme(t)
+        self._grid.setBackground(t.background)
+        self._sync_grid()
         self._diagonal_sample.setPen(self._diagonal.item.opts["pen"])
         self._legend.setBrush(pg.mkBrush(qcolor(t.legend_fill, t.legend_alpha)))
         self._legend.setPen(pg.mkPen(t.legend_border))
@@ -165,7 +210,6 @@ class RegressionCanvas(QtWidgets.QWidget):
         """Whether the conditional-SD band is drawn."""
         return self._bands
 
-    layout_mode = "overlay"
     ci_on = False
 
     def drawn_curve(self) -> tuple[np.ndarray, np.ndarray]:
@@ -186,9 +230,14 @@ class RegressionCanvas(QtWidgets.QWidget):
         """The diagram as a publication figure: the options' width, DPI, font, line width, theme and bands, at
         the current bandwidth; ``path``'s suffix (or each of ``formats``) the format. Returns the paths written."""
         render_png.ensure_app()
-        options = options or FigureOptions()
+        options = options or FigureOptions(layout=self._layout)
         path = Path(path)
         fmts = list(formats) or [path.suffix.lstrip(".").lower() or "png"]
+        if options.layout == "grid" and self._evaluation is not None:
+            from calibview.plot.regression.figures import regression_figure
+
+            return [regression_figure(self._evaluation, path.with_suffix("." + fmt), fmt, options,
+                                      bandwidth=self._bandwidth, curve=self.curve) for fmt in fmts]
         height_in = options.height_in or round(options.width_in * 0.72, 3)
         fig = RegressionCanvas(theme=options.theme, font_pt=options.font_pt, line_width=options.line_width_pt * 1.6)
         out = []
@@ -209,8 +258,8 @@ class RegressionCanvas(QtWidgets.QWidget):
         ExportDialog(self, self).exec()
 
     def image(self, scale: float = 2.0) -> QtGui.QImage:
-        """The diagram rendered at ``scale`` x its size."""
-        return render_png.widget_image(self, self._view, self._theme.background, scale)
+        """The diagram (or the grid) rendered at ``scale`` x its size."""
+        return render_png.widget_image(self, self._shown_view(), self._theme.background, scale)
 
     def export_png(self, path, scale: float = 2.0) -> None:
         """The diagram as on screen, a PNG of ``scale`` x its size (atomic)."""
@@ -218,24 +267,60 @@ class RegressionCanvas(QtWidgets.QWidget):
 
     def export_svg(self, path) -> None:
         """The diagram as on screen, as SVG (atomic)."""
-        render_png.write_svg(self, self._view, path)
+        render_png.write_svg(self, self._shown_view(), path)
+
+    def _shown_view(self) -> pg.GraphicsLayoutWidget:
+        return self._grid if self._layout == "grid" else self._view
 
     # ---------------------------------------------------------------------------------------------- internals
     def curve(self, result, bandwidth: float):
-        """The core's RegressionCurve of ``result`` at ``bandwidth``, computed once per (result, bandwidth)."""
+        """The core's RegressionCurve of ``result`` at ``bandwidth``, computed once per (predictive mean, targets,
+        bandwidth): the recalibrators of a run share their mean and targets, so the grid's rows share one curve."""
         from calibview.core.regression import views
 
-        key = (id(result), float(bandwidth))
+        mean, targets = result.predictive.mean, result.targets
+        key = (id(mean), id(targets), float(bandwidth))
         hit = self._cache.get(key)
-        if hit is not None and hit[0] is result:
+        if hit is not None and hit[0] is mean and hit[1] is targets:
             self._cache.move_to_end(key)
-            return hit[1]
+            return hit[2]
         rc = views.diagram(result, float(bandwidth))
         self.computed += 1
-        self._cache[key] = (result, rc)          # the result kept with its curve: its id is never reused
+        self._cache[key] = (mean, targets, rc)    # the arrays kept with their curve: their ids are never reused
         while len(self._cache) > CACHE_SIZE:
             self._cache.popitem(last=False)
         return rc
+
+    def _sync_grid(self) -> None:
+        """Build the grid's rows for the evaluation and theme shown, once each (only in the grid layout)."""
+        ev = self._evaluation
+        if self._layout != "grid" or ev is None:
+            if ev is None and self._rows:
+                self._grid.ci.clear()
+                self._rows, self._grid_key = [], None
+            return
+        key = (self._theme.name, self._font_pt, self._grid_columns())
+        if self._grid_key is not None and self._grid_key[0] is ev and self._grid_key[1:] == key:
+            return
+        from calibview.plot.regression.figures import MAX_ROWS
+        from calibview.plot.regression.rows import add_row
+
+        self._grid.ci.clear()
+        # the run is in the window's title bar and the browser: a row is named by its recalibrator, so that its
+        # narrow panels keep their width for the plots
+        self._rows = [add_row(self._grid.ci, i, res, self._bandwidth, float(ev.request.level), res.name, theme=self._theme, font_pt=self._font_pt,
+                              curve=self.curve, compact=True, columns=key[2])
+                      for i, res in enumerate(list(ev.results)[:MAX_ROWS])]
+        self._grid.setMinimumHeight(GRID_ROW_PX * len(self._rows) * (4 // key[2]))
+        self._grid_key = (ev, *key)
+
+    def _grid_columns(self) -> int:
+        """4 panels a line where the grid is wide enough for them to be read, else 2 (two lines a recalibrator)."""
+        return 4 if self._grid_scroll.viewport().width() >= GRID_FOUR_PX else 2
+
+    def resizeEvent(self, event) -> None:          # noqa: N802 (Qt's name)
+        super().resizeEvent(event)
+        self._sync_grid()                          # rebuilt only when the number of columns changes
 
     def _draw(self) -> None:
         rc = self.curve(self._result, self._bandwidth)
