@@ -27,7 +27,8 @@ class RegRequest:
     """What to evaluate: run ``run`` (a RegRunInfo), recalibrators fitted on ``fit_split`` (None: ``none``
     only), metrics on ``eval_split``; ``bins`` ENCE bins, ``bandwidth`` of cal in target units (None:
     Silverman's rule on the evaluation split's means), ``n_boot`` resamples with ``seed``, intervals at
-    ``level`` by ``interval`` ("percentile", or "basic"; "auto" and "bca" read as percentile)."""
+    ``level`` by ``interval`` ("percentile", "basic", or "auto": basic for the biased calibration errors, see
+    :func:`reg_method`; "bca" reads as percentile)."""
 
     run: RegRunInfo
     eval_split: str
@@ -179,11 +180,13 @@ def _score(name: str, fitted, pred: Predictive, y: np.ndarray, req: RegRequest, 
         for k, v in terms.metrics(w).items():
             dists[k].append(v)
         curves.append((w @ terms.inside) / w.sum(axis=1)[:, None])
-    method = "basic" if req.interval == "basic" else "percentile"
     metrics = {}
     for k in REG_METRIC_NAMES:
         if blocks and np.isfinite(point[k]):
+            method = reg_method(k, req.interval)
             lo, hi = interval(np.concatenate(dists[k]), point[k], req.level, method)
+            if method == "basic" and k in BIASED_REG_METRICS:
+                lo = max(lo, 0.0)                 # an error is never negative
             metrics[k] = RegEstimate(point[k], lo, hi, method)
         else:
             metrics[k] = RegEstimate(point[k], float("nan"), float("nan"))
@@ -197,6 +200,20 @@ def _score(name: str, fitted, pred: Predictive, y: np.ndarray, req: RegRequest, 
     for a_ in arrays:
         a_.setflags(write=False)
     return RegResult(name, fitted, MappingProxyType(metrics), pred, y, nominal, observed, band_lo, band_hi)
+
+
+#: the calibration errors whose plug-in estimates are biased upward on resamples (duplicated targets sharpen the
+#: empirical coverage steps), so that their resamples lie almost all above the estimate: as for the binned errors
+#: of classification (calibview.core.stats.intervals), ``auto`` gives them the basic interval, clipped at 0
+BIASED_REG_METRICS = frozenset({"miscalibration_area", "rms_calibration_error", "ma_calibration_error", "ence"})
+
+
+def reg_method(metric: str, choice: str) -> str:
+    """The interval method of ``metric`` for ``--interval`` ``choice``: "basic" asked or (under "auto") for
+    BIASED_REG_METRICS, else "percentile" ("bca" reads as percentile: there is no jackknife here)."""
+    if choice == "basic" or (choice == "auto" and metric in BIASED_REG_METRICS):
+        return "basic"
+    return "percentile"
 
 
 def interval(values: np.ndarray, estimate: float, level: float, method: str = "percentile") -> tuple[float, float]:

@@ -181,3 +181,28 @@ def test_the_evaluation_gives_intervals_around_every_metric(tmp_path):
     assert abs(iso.metrics["coverage_90"].value - 0.9) < 0.05
     assert np.isnan(iso.metrics["nll_gaussian"].value)
     assert none.observed.shape == (100,) and np.all(none.observed_lo <= none.observed_hi)
+
+
+def test_biased_calibration_errors_get_the_basic_interval_around_their_estimate(tmp_path):
+    """The calibration errors' resamples lie almost all above the estimate (a plug-in error is biased up on a
+    resample), so a percentile interval would start at the estimate; the basic interval reflects them back:
+    lo = max(0, 2 est - q_hi), hi = 2 est - q_lo, recomputed here from the resamples' metrics by hand."""
+    from calibview.core.regression.evaluate import BIASED_REG_METRICS
+
+    path = tmp_path / "reg.h5"
+    write_runs(path, samples=50)
+    run = {r.name: r for r in list_regression_runs(path)}["gp/toy"]
+    auto = evaluate_regression(RegRequest(run, "test", "val", ("var-scaling",), n_boot=200)).results[0]
+    pct = evaluate_regression(RegRequest(run, "test", "val", ("var-scaling",), n_boot=200,
+                                         interval="percentile")).results[0]
+    for name in BIASED_REG_METRICS:
+        a, p = auto.metrics[name], pct.metrics[name]
+        assert a.method == "basic" and p.method == "percentile"
+        assert a.value == p.value
+        q_lo, q_hi = p.lo, p.hi            # the percentiles of the same resamples (same seed)
+        if q_lo > p.value:                 # the percentile interval was widened down to the estimate
+            q_lo = p.value
+        assert a.hi == pytest.approx(2 * a.value - q_lo, abs=1e-12) or a.hi == pytest.approx(a.value)
+        assert a.lo == pytest.approx(max(0.0, 2 * a.value - q_hi), abs=1e-12)
+        assert a.lo < a.value <= a.hi      # the percentile interval started at the estimate
+    assert auto.metrics["rmse"].method == "percentile"
