@@ -49,3 +49,15 @@ def test_opening_the_demo_leaves_the_cli_unimported(tmp_path):
 
 def test_demo_path_lives_in_the_core():
     assert demo_path().is_file() and demo_path().name == "demo.h5"
+
+
+def test_building_the_window_loads_no_scipy_stats(tmp_path):
+    """scipy.stats takes 0.2-1 s to import; the window's start-up needs none of it (regression runs and the
+    tests that use it import it when they evaluate)."""
+    code = ("import sys; from PySide6 import QtCore, QtWidgets; app = QtWidgets.QApplication([]); "
+            "from calibview.gui.main_window import MainWindow; "
+            "w = MainWindow(settings=QtCore.QSettings(sys.argv[1], QtCore.QSettings.IniFormat)); w.close(); "
+            "print(sorted(m for m in sys.modules if m in ('scipy.stats', 'scipy.optimize')))")
+    r = subprocess.run([sys.executable, "-c", code, str(tmp_path / "settings.ini")], capture_output=True, text=True,
+                       env={**os.environ, "QT_QPA_PLATFORM": "offscreen"})
+    assert r.returncode == 0 and r.stdout.strip().splitlines()[-1] == "[]", r.stdout + r.stderr

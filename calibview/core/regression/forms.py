@@ -6,6 +6,9 @@ per-sample quantities the metrics average.
   first and last level with the slope of the end segments, so that every level in (0, 1) has an interval;
 - ``samples``: the empirical distribution of the S samples (intervals from ``numpy.quantile``'s linear rule, the
   PIT the fraction of samples at or below the target).
+
+scipy.stats is imported in the methods that use it: its import costs 0.2-1 s, which the window's start-up (it
+builds regression requests) and the commands that only list runs need not pay.
 """
 
 from __future__ import annotations
@@ -14,7 +17,6 @@ from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
-from scipy import stats
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,8 @@ class Predictive:
         """(N, P) bool: whether target y_i lies in the central interval of level p (for each of ``levels`` in
         [0, 1]), bounds included. For ``var`` it is exactly uncertainty-toolbox's rule on the standardised
         residual (mean - y) / std between norm.ppf(0.5 -+ p/2)."""
+        from scipy import stats
+
         p = np.asarray(levels, dtype=np.float64)
         if self.form == "var":
             r = ((self.mean - y) / np.sqrt(self.var))[:, None]
@@ -58,6 +62,8 @@ class Predictive:
 
     def quantile(self, taus: np.ndarray) -> np.ndarray:
         """(N, P) predicted quantiles at ``taus`` in [0, 1] (0 and 1 give -inf and +inf for var and quantiles)."""
+        from scipy import stats
+
         t = np.asarray(taus, dtype=np.float64)
         if self.form == "var":
             return self.mean[:, None] + np.sqrt(self.var)[:, None] * stats.norm.ppf(t)[None, :]
@@ -74,6 +80,8 @@ class Predictive:
 
     def pit(self, y: np.ndarray) -> np.ndarray:
         """(N,) the probability integral transform F_i(y_i) in [0, 1]."""
+        from scipy import stats
+
         if self.form == "var":
             return stats.norm.cdf(y, loc=self.mean, scale=np.sqrt(self.var))
         if self.form == "samples":

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
-from scipy import stats
 
 from calibview.core.regression.forms import Predictive
 from calibview.core.regression.kernel import Smoother
@@ -74,6 +73,8 @@ class Terms:
     def build(cls, pred: Predictive, y: np.ndarray, bins: int, bandwidth: float) -> "Terms":
         """The terms of predictive ``pred`` against targets ``y`` (N,), with ``bins`` equal-mass ENCE bins and
         the kernel ``bandwidth`` of cal (target units)."""
+        from scipy import stats
+
         y = np.asarray(y, dtype=np.float64)
         resid = pred.mean - y
         nll = crps = var = None

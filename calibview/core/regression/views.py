@@ -9,7 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
 from calibview.core.regression.kernel import RegressionCurve, regression_curve
 
@@ -40,6 +39,8 @@ class PitHistogram:
 
 def pit_histogram(result, bins: int = 20, level: float = 0.95) -> PitHistogram:
     """The PIT histogram of ``result``'s predictive on its targets, with ``bins`` equal-width bins of [0, 1]."""
+    from scipy import stats          # here, not at import: the window's start-up needs none of scipy.stats
+
     u = result.predictive.pit(result.targets)
     n = u.size
     counts, edges = np.histogram(np.clip(u, 0, 1), bins=bins, range=(0.0, 1.0))
