@@ -230,27 +230,34 @@ def _pass(job, split, calibrators, fitted, scores, lam, kreg, u, cancel, *, cali
             p = fitted[c].apply(z).exp().cpu().numpy()
             ranked = _ranked(p, labels[rows], scores, calibration, qhats, c)
             uu = None if u is None else u[rows]
+            # computed once per chunk for every level: the label's rank and each score's ranked values
+            full = ranked is not None and ranked.values.shape[1] == p.shape[1]
+            at = cf.label_ranks(ranked, labels[rows]) if full and not calibration else None
             for s in scores:
                 if calibration:
                     t = out.setdefault((c, s), np.empty(n))
                     t[rows] = cf.true_scores(p, labels[rows], s, lam=lam, kreg=kreg, u=uu, ranked=ranked)
                     continue
+                sc = cf.ranked_scores(ranked, s, lam=lam, kreg=kreg, u=uu) if full and s != "lac" else None
                 for a in alphas:
                     q = qhats[(c, s, a)]
                     kw = ({"qhat": q} if mondrian is None else {"class_qhat": q} if mondrian == BY_CLASS
                           else {"qhat": q[groups[rows]]})
-                    sz, cov = cf.set_stats(p, labels[rows], s, lam=lam, kreg=kreg, u=uu, ranked=ranked, **kw)
+                    sz, cov = cf.set_stats(p, labels[rows], s, lam=lam, kreg=kreg, u=uu, ranked=ranked, scores=sc,
+                                           label_rank=at, **kw)
                     entry = out.setdefault((c, s, a), (np.empty(n, dtype=np.int64), np.empty(n, dtype=bool)))
                     entry[0][rows], entry[1][rows] = sz, cov
     return labels, out
 
 
 def _ranked(p, y, scores, calibration, qhats, calibrator):
-    """The ranking of a chunk shared by its aps / raps scores and levels: the top WINDOW classes, or every class
-    when more than FULL_RANK of the rows would need a full sort anyway (one sort instead of one per score and
-    level)."""
+    """The ranking of a chunk shared by its aps / raps scores and levels: every class up to FULL_SORT_K classes
+    (a full sort is the cheaper there); above, the top WINDOW classes, or every class when more than FULL_RANK of
+    the rows would need a full sort anyway (one sort instead of one per score and level)."""
     if all(s == "lac" for s in scores):
         return None
+    if p.shape[1] <= cf.FULL_SORT_K:
+        return cf.rank(p)
     r = cf.rank(p, cf.WINDOW)
     if r.values.shape[1] == p.shape[1]:
         return r

@@ -84,3 +84,26 @@ def test_a_hand_counted_lac_case():
 def test_a_cache_over_the_memory_budget_is_refused_with_its_size(h5):
     with pytest.raises(CalibviewError, match="would cache .* of scores"):
         sweeps(Engine(), h5, "net/toy", calib_split="val", eval_split="test", max_memory=10_000)
+
+
+@pytest.mark.parametrize("randomized", [False, True])
+@pytest.mark.parametrize("mondrian", [None, "class"])
+def test_the_top_window_path_gives_the_full_sorts_records(h5, monkeypatch, randomized, mondrian):
+    """Many classes rank a top window per row (torch.topk) and fall back to a full sort where a set may reach past
+    it; few classes sort every row at once. Both give the same records to the bit."""
+    import calibview.core.stats.conformal as cf
+
+    kw = dict(calib_split="val", eval_split="test", alphas=ALPHAS, scores=("lac", "aps", "raps"),
+              calibrators=("none", "ts"), fit_split="fit", randomized=randomized, seed=3, n_boot=0,
+              mondrian=mondrian)
+    full = evaluate_conformal(Engine(), h5, "net/toy", **kw).records
+    monkeypatch.setattr(cf, "FULL_SORT_K", 1)
+    monkeypatch.setattr(cf, "WINDOW", 3)
+    windowed = evaluate_conformal(Engine(), h5, "net/toy", **kw).records
+    assert len(full) == len(windowed) > 0
+
+    def same(a, b):
+        return a == b or (isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b))
+
+    for a, b in zip(full, windowed):
+        assert a.keys() == b.keys() and all(same(a[k], b[k]) for k in a), (a, b)
