@@ -228,11 +228,11 @@ def _pass(job, split, calibrators, fitted, scores, lam, kreg, u, cancel, *, cali
         labels[rows] = y.cpu().numpy()
         for c in calibrators:
             p = fitted[c].apply(z).exp().cpu().numpy()
-            ranked = _ranked(p, labels[rows], scores, calibration, qhats, c)
+            ranked = _ranked(p, labels[rows], scores, calibration, qhats, c, mondrian == BY_CLASS)
             uu = None if u is None else u[rows]
             # computed once per chunk for every level: the label's rank and each score's ranked values
             full = ranked is not None and ranked.values.shape[1] == p.shape[1]
-            at = cf.label_ranks(ranked, labels[rows]) if full and not calibration else None
+            at = cf.label_ranks(ranked, labels[rows], p) if full and not calibration else None
             for s in scores:
                 if calibration:
                     t = out.setdefault((c, s), np.empty(n))
@@ -250,14 +250,15 @@ def _pass(job, split, calibrators, fitted, scores, lam, kreg, u, cancel, *, cali
     return labels, out
 
 
-def _ranked(p, y, scores, calibration, qhats, calibrator):
+def _ranked(p, y, scores, calibration, qhats, calibrator, by_class=False):
     """The ranking of a chunk shared by its aps / raps scores and levels: every class up to FULL_SORT_K classes
-    (a full sort is the cheaper there); above, the top WINDOW classes, or every class when more than FULL_RANK of
+    (a full sort is the cheaper there; of the values alone unless ``by_class`` thresholds need the classes); above, the top WINDOW classes, or every class when more than FULL_RANK of
     the rows would need a full sort anyway (one sort instead of one per score and level)."""
     if all(s == "lac" for s in scores):
         return None
     if p.shape[1] <= cf.FULL_SORT_K:
-        return cf.rank(p)
+        # which class sits where is needed only for class-conditional thresholds of the evaluation sets
+        return cf.rank(p, with_classes=by_class and not calibration)
     r = cf.rank(p, cf.WINDOW)
     if r.values.shape[1] == p.shape[1]:
         return r

@@ -107,13 +107,14 @@ def uniforms(seed: int, n: int, stream: int) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Ranked:
-    """The top L classes of each of n rows: ``values`` (n, L) descending probabilities, ``classes`` (n, L) int64,
+    """The top L classes of each of n rows: ``values`` (n, L) descending probabilities, ``classes`` (n, L) int64
+    (None where only the values were sorted: :func:`rank` with ``with_classes=False``),
     ``prefix`` (n, L) their running sums, ``first`` / ``last`` (n, L) int64 0-based rank of the first / last member
     of each entry's tie group, ``open`` (n,) whether a tie group runs past the window (L < K only), ``tied``
     (T,) int64 the rows that hold a tie group (elsewhere ``first`` = ``last`` = the entry's own rank)."""
 
     values: np.ndarray
-    classes: np.ndarray
+    classes: Optional[np.ndarray]
     prefix: np.ndarray
     first: np.ndarray
     last: np.ndarray
@@ -121,15 +122,23 @@ class Ranked:
     tied: np.ndarray
 
 
-def rank(probs: np.ndarray, width: Optional[int] = None) -> Ranked:
-    """The :class:`Ranked` top ``width`` classes (all K when None or >= K) of (n, K) float64 probabilities."""
+def rank(probs: np.ndarray, width: Optional[int] = None, *, with_classes: bool = True) -> Ranked:
+    """The :class:`Ranked` top ``width`` classes (all K when None or >= K) of (n, K) float64 probabilities;
+    ``with_classes`` False (a full ranking only) sorts the values alone, when no caller needs to know which class
+    sits where (the label's place then comes from :func:`label_ranks` on the probabilities)."""
     p = np.ascontiguousarray(probs, dtype=np.float64)
     n, k = p.shape
     if width is None or width >= k:
-        # numpy's argsort (SIMD quicksort) of the negated rows: 3-4x faster than torch.sort on a CPU, and the
-        # order within a tie group does not matter (tied classes share their group's score)
-        classes = np.argsort(-p, axis=1)
-        values, is_open = np.take_along_axis(p, classes, axis=1), np.zeros(n, dtype=bool)
+        # numpy's sorts (SIMD quicksorts) of the negated rows: argsort 3-4x faster than torch.sort on a CPU and a
+        # sort of the values alone 3x faster again; the order within a tie group does not matter (tied classes
+        # share their group's score), so the values come out the same either way
+        is_open = np.zeros(n, dtype=bool)
+        if with_classes:
+            classes = np.argsort(-p, axis=1)
+            values = np.take_along_axis(p, classes, axis=1)
+        else:
+            classes, values = None, np.sort(-p, axis=1)
+            np.negative(values, out=values)
     else:
         v, idx = torch.topk(torch.from_numpy(p), width + 1, dim=1, largest=True, sorted=True)
         v, idx = v.numpy(), idx.numpy()
@@ -141,8 +150,9 @@ def rank(probs: np.ndarray, width: Optional[int] = None) -> Ranked:
     tied_next = np.zeros(values.shape, dtype=bool)
     tied_next[:, :-1] = values[:, 1:] == values[:, :-1]
     tied = np.flatnonzero(tied_next.any(axis=1))
-    last, first = np.array(pos), np.array(pos)
+    last = first = pos                   # a read-only view: the rows without ties, nearly all, need no copy
     if tied.size:
+        last, first = np.array(pos), np.array(pos)
         # float32 logits of many classes collide now and then (a few rows in a hundred at K = 1000): only those
         # rows pay for the group bounds
         t_next, t_pos = tied_next[tied], pos[:tied.size]
@@ -209,9 +219,11 @@ def true_scores(probs: np.ndarray, labels: np.ndarray, score: str, *, lam: float
     if check_score(score) == "lac":
         return 1.0 - p[np.arange(p.shape[0]), y]
     r = ranked if ranked is not None else rank(p, width)
+    s = ranked_scores(r, score, lam=lam, kreg=kreg, u=u)
+    if r.classes is None:                     # a full ranking of the values: the label's place from its value
+        return s[np.arange(p.shape[0]), label_ranks(r, y, p)]
     hit = r.classes == y[:, None]
     found = hit.any(axis=1) & ~r.open
-    s = ranked_scores(r, score, lam=lam, kreg=kreg, u=u)
     out = np.take_along_axis(s, hit.argmax(axis=1)[:, None], axis=1)[:, 0]
     rest = np.flatnonzero(~found)
     if rest.size:
@@ -243,10 +255,15 @@ def set_stats(probs: np.ndarray, labels: np.ndarray, score: str, *, qhat=None, c
         return inset.sum(axis=1).astype(np.int64), inset[np.arange(n), y]
     r = ranked if ranked is not None else rank(p, width)
     s = scores if scores is not None and ranked is not None else ranked_scores(r, score, lam=lam, kreg=kreg, u=u)
+    if r.classes is None:
+        if cq is not None:
+            raise ValueError("class-conditional thresholds need the classes of the ranking (rank(with_classes=True))")
+        if label_rank is None:
+            label_rank = label_ranks(r, y, p)
     thr = row_q[:, None] if cq is None else cq[r.classes]
     inset = s <= thr
     sizes = inset.sum(axis=1).astype(np.int64)
-    if label_rank is not None and ranked is not None and s.shape[1] == k:
+    if label_rank is not None and s.shape[1] == k:
         covered = inset[np.arange(n), label_rank]
     else:
         covered = (inset & (r.classes == y[:, None])).any(axis=1)
@@ -261,10 +278,15 @@ def set_stats(probs: np.ndarray, labels: np.ndarray, score: str, *, qhat=None, c
     return sizes, covered
 
 
-def label_ranks(r: Ranked, labels: np.ndarray) -> np.ndarray:
-    """(n,) int64 the column of each row's label in the full ranking ``r`` (every class ranked)."""
+def label_ranks(r: Ranked, labels: np.ndarray, probs: Optional[np.ndarray] = None) -> np.ndarray:
+    """(n,) int64 a column of each row's label in the full ranking ``r`` (every class ranked): its own where ``r``
+    has the classes, else the first column of its tie group (every member of a group has the group's score),
+    found from ``probs`` (n, K) as the number of classes more probable than the label."""
     y = np.asarray(labels, dtype=np.int64).reshape(-1)
-    return (r.classes == y[:, None]).argmax(axis=1)
+    if r.classes is not None:
+        return (r.classes == y[:, None]).argmax(axis=1)
+    p = np.asarray(probs, dtype=np.float64)
+    return (p > p[np.arange(p.shape[0]), y][:, None]).sum(axis=1)
 
 
 def prediction_sets(probs: np.ndarray, score: str, *, qhat=None, class_qhat=None, lam: float = RAPS_LAMBDA,
