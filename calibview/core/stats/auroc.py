@@ -99,19 +99,23 @@ class AurocCounter:
             self.batches = _search_batches(pv, pl, self.classes, self.count, pos.device)
             return
         key = pl * self.nb + self._bucket(pv)
-        cnt = np.bincount(key, minlength=k * self.nb)
-        below = (np.cumsum(cnt.reshape(k, self.nb), axis=1) - cnt.reshape(k, self.nb)).reshape(-1)
-        self.table = below.astype(np.int32)
+        # the table in int32 from the start, and the flagged buckets' extremes from the positives sorted by bucket:
+        # (K, buckets) float64 or int64 temporaries would be 8 MB each, the peak of a small run
+        cnt = np.bincount(key, minlength=k * self.nb).astype(np.int32)
+        table = np.cumsum(cnt.reshape(k, self.nb), axis=1, dtype=np.int32)
+        table -= cnt.reshape(k, self.nb)
+        self.table = table.reshape(-1)
         # Buckets that hold positives: table entry -1 - j, with their positives' count, the count below them,
         # and (when they are all equal) their single value; the others are searched exactly (`_multi`).
-        flagged = np.flatnonzero(cnt)
+        order = np.argsort(key, kind="stable")
+        ks, vs = key[order], pv[order]
+        starts = np.flatnonzero(np.r_[True, ks[1:] != ks[:-1]]) if ks.size else np.zeros(0, dtype=np.int64)
+        flagged = ks[starts]
+        lo_f = np.minimum.reduceat(vs, starts) if ks.size else np.zeros(0)
+        hi_f = np.maximum.reduceat(vs, starts) if ks.size else np.zeros(0)
+        self._f_count, self._f_below = cnt[flagged].astype(np.int64), self.table[flagged].astype(np.int64)
         self.table[flagged] = -1 - np.arange(flagged.size, dtype=np.int32)
-        lo_v = np.full(k * self.nb, np.inf)
-        hi_v = np.full(k * self.nb, -np.inf)
-        np.minimum.at(lo_v, key, pv)
-        np.maximum.at(hi_v, key, pv)
-        self._f_count, self._f_below = cnt[flagged], below[flagged]
-        self._f_value, self._f_multi = lo_v[flagged], lo_v[flagged] != hi_v[flagged]
+        self._f_value, self._f_multi = lo_f, lo_f != hi_f
         self.off = (np.arange(k, dtype=np.int32) * self.nb)[None, :]
         # for multi-valued buckets: positives by (class, rank of value among all positives)
         self._sorted = np.sort(pv)
