@@ -92,6 +92,7 @@ class ExportDialog(QtWidgets.QDialog):
         form.addRow("", self.size_note)
         for w in (self.width, self.dpi):
             w.valueChanged.connect(self._update_note)
+        self.layout_box.currentIndexChanged.connect(self._update_note)
         self.format.currentIndexChanged.connect(self._update_note)
 
         buttons = QtWidgets.QDialogButtonBox(QtWidgets.QDialogButtonBox.StandardButton.Save
@@ -124,10 +125,17 @@ class ExportDialog(QtWidgets.QDialog):
         self.width.setValue(inches * self.dpi.value() if new is None else inches / new)
 
     def _update_note(self) -> None:
+        width = self.width_in()
+        least = getattr(self.canvas, "grid_min_width_in", None) if self.layout_box.currentData() == "grid" else None
+        widened = least is not None and width < least
+        if widened:                    # the figure says so rather than writing a size the dialog did not show
+            width = least
         if self.format.currentData() == "png":
-            self.size_note.setText(f"{round(self.width_in() * self.dpi.value())} px wide")
+            text = f"{round(width * self.dpi.value())} px wide"
         else:
-            self.size_note.setText(f"{self.width_in():.2f} in wide, vector")
+            text = f"{width:.2f} in wide, vector"
+        self.size_note.setText(text + (f" (a grid is at least {least:g} in wide: four panels a row)" if widened
+                                       else ""))
 
     def options(self) -> FigureOptions:
         """The settings entered."""

@@ -170,6 +170,10 @@ def test_quantile_run_and_pdf_export(qtbot, window, mixed_file, tmp_path, monkey
 
     dialog = ExportDialog(window.regression.canvas, window)
     assert dialog.layout_box.isEnabled() and "recalibrator" in dialog.layout_box.itemText(1)
+    dialog.layout_box.setCurrentIndex(dialog.layout_box.findData("grid"))
+    assert "at least 16 in" in dialog.size_note.text()
+    dialog.layout_box.setCurrentIndex(dialog.layout_box.findData("overlay"))
+    assert "at least" not in dialog.size_note.text()
     assert not dialog.ci_band.isEnabled()
     dialog.format.setCurrentIndex(dialog.format.findData("pdf"))
     written = dialog.export_to(out / "diagram.pdf")

@@ -30,7 +30,8 @@ from calibview.plot.export import write_view
 from calibview.plot.export_dialog import ExportDialog
 from calibview.plot.palette import PALETTE
 from calibview.plot.regression import items
-from calibview.plot.regression.rows import diagram_range
+from calibview.plot.regression.figures import MAX_ROWS, MIN_WIDTH_IN, regression_figure
+from calibview.plot.regression.rows import add_row, diagram_range
 from calibview.plot.spec import FigureOptions
 from calibview.plot.theme import THEMES, qcolor
 
@@ -56,6 +57,8 @@ class RegressionCanvas(QtWidgets.QWidget):
     disabled_options = {"ci_band": NO_CI}
     band_label = "± conditional SD band"
     grid_label = "Grid (a row per recalibrator: diagram, coverage, PIT, quantiles)"
+    #: the narrowest grid figure, which the export dialog shows
+    grid_min_width_in = MIN_WIDTH_IN
 
     def __init__(self, parent: Optional[QtWidgets.QWidget] = None, *, theme: str = "light",
                  font_pt: Optional[float] = None, line_width: float = 2.0) -> None:
@@ -234,8 +237,6 @@ class RegressionCanvas(QtWidgets.QWidget):
         path = Path(path)
         fmts = list(formats) or [path.suffix.lstrip(".").lower() or "png"]
         if options.layout == "grid" and self._evaluation is not None:
-            from calibview.plot.regression.figures import regression_figure
-
             return [regression_figure(self._evaluation, path.with_suffix("." + fmt), fmt, options,
                                       bandwidth=self._bandwidth, curve=self.curve) for fmt in fmts]
         height_in = options.height_in or round(options.width_in * 0.72, 3)
@@ -302,9 +303,6 @@ class RegressionCanvas(QtWidgets.QWidget):
         key = (self._theme.name, self._font_pt, self._grid_columns())
         if self._grid_key is not None and self._grid_key[0] is ev and self._grid_key[1:] == key:
             return
-        from calibview.plot.regression.figures import MAX_ROWS
-        from calibview.plot.regression.rows import add_row
-
         self._grid.ci.clear()
         # the run is in the window's title bar and the browser: a row is named by its recalibrator, so that its
         # narrow panels keep their width for the plots
