@@ -227,7 +227,7 @@ def _pass(job, split, calibrators, fitted, scores, lam, kreg, u, cancel, *, cali
         rows = slice(start, start + z.shape[0])
         labels[rows] = y.cpu().numpy()
         for c in calibrators:
-            p = fitted[c].apply(z).exp().cpu().numpy()
+            p = _probabilities(fitted[c], z)
             ranked = _ranked(p, labels[rows], scores, calibration, qhats, c, mondrian == BY_CLASS)
             uu = None if u is None else u[rows]
             # computed once per chunk for every level: the label's rank and each score's ranked values
@@ -248,6 +248,14 @@ def _pass(job, split, calibrators, fitted, scores, lam, kreg, u, cancel, *, cali
                     entry = out.setdefault((c, s, a), (np.empty(n, dtype=np.int64), np.empty(n, dtype=bool)))
                     entry[0][rows], entry[1][rows] = sz, cov
     return labels, out
+
+
+def _probabilities(fitted, z) -> np.ndarray:
+    """(rows, K) float64 numpy probabilities of calibrator ``fitted`` on the chunk ``z``: its log-probabilities
+    exponentiated in place (a fresh (rows, K) float64 temporary per chunk costs page faults), unless the
+    calibrator handed back the chunk itself."""
+    lp = fitted.apply(z)
+    return (lp.exp() if lp.data_ptr() == z.data_ptr() else lp.exp_()).cpu().numpy()
 
 
 def _ranked(p, y, scores, calibration, qhats, calibrator, by_class=False):
@@ -434,7 +442,7 @@ def sweeps(engine, file: str, run: str, *, calib_split: str, eval_split: str, ca
         rows = slice(start, start + z.shape[0])
         labels[rows] = y.cpu().numpy()
         for c in calibrators:
-            p = fitted[c].apply(z).exp().cpu().numpy()
+            p = _probabilities(fitted[c], z)
             for s in scores:
                 ranked[(c, s)][rows], label_scores[(c, s)][rows] = SetSweep.rows(
                     p, labels[rows], s, lam=lam, kreg=kreg, u=None if u_ev is None else u_ev[rows])
