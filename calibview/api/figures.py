@@ -104,11 +104,12 @@ def write_report_folder(evaluations: Sequence[Evaluation], engine, out, *, setti
                         diagram: bool = True, audit=None, target_precision: Optional[float] = None) -> list[Path]:
     """The folder ``calibview report --out`` writes for these evaluations (one run, the settings of an
     ablation): metrics.csv, curves.csv, calibrators.json, ranking.csv, selective.csv, audit.csv (thresholds.csv
-    with ``target_precision``), diagram.png (unless ``diagram`` is False; skipped with a warning without Qt) and
-    manifest.json, staged and moved into ``out`` when complete. ``audit``: the thresholds of audit.csv (a
+    with ``target_precision``), diagram.png and mcb_dsc.png (unless ``diagram`` is False; skipped with a warning
+    without Qt) and manifest.json, staged and moved into ``out`` when complete. ``audit``: the thresholds of audit.csv (a
     sequence or "0.9,0.95"; default 0.9, 0.95, 0.99). Returns the paths written."""
     from calibview.core.reports.folder import ReportFolder
     from calibview.core.reports.selective import DEFAULT_AUDIT, check_target, parse_thresholds, write_selective
+    from calibview.core.reports.corp import corp_sets
     from calibview.core.reports.tables import write_report
 
     log = logging.getLogger("calibview")
@@ -120,8 +121,9 @@ def write_report_folder(evaluations: Sequence[Evaluation], engine, out, *, setti
     check_target(target_precision)
     folder = ReportFolder(out, inputs=[], settings=settings, force=force)     # refused before any work
     first = evaluations[0]
+    corp = corp_sets(engine, evaluations)     # curves.csv's CORP columns and mcb_dsc.png
     with folder:
-        _, messages = write_report(evaluations, folder.dir)
+        _, messages = write_report(evaluations, folder.dir, corp=corp)
         _, notes = write_selective(engine, evaluations, folder.dir, thresholds, target_precision)
         if diagram:
             try:
@@ -132,6 +134,10 @@ def write_report_folder(evaluations: Sequence[Evaluation], engine, out, *, setti
                 canvas.render_diagram_png(list(first.results), folder.dir / "diagram.png",
                                           bandwidth=first.request.bandwidth, kernel=first.request.kernel,
                                           title=diagram_title(first))
+                from calibview.core.reports.corp import mcb_dsc_points
+                from calibview.plot.corp.mcb_dsc import render_mcb_dsc
+
+                render_mcb_dsc(mcb_dsc_points([first], corp), folder.dir / "mcb_dsc.png")
     for note in notes:
         log.warning(note)
     for message in messages + folder.notes:

@@ -29,6 +29,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="epistemic: a run with members gets its first calibrated curve (the uncalibrated one "
                         "without calibrators) split into three more, the samples of low, mid and high mutual "
                         "information between the members (the terciles of `calibview slices --by epistemic`)")
+    p.add_argument("--corp", choices=("consistency", "bootstrap"), default=None,
+                   help="draw each calibrator's CORP reliability curve (the bandwidth-free PAV fit) on the "
+                        "diagrams with its 90 %% consistency band (consistency), or with its bootstrap band too "
+                        "(bootstrap); the bands' resamples are --n-boot (200 with --n-boot 0), seeded by --seed. "
+                        "curves.csv's corp columns and mcb_dsc.png come whatever this says")
     p.add_argument("--force", action="store_true",
                    help="write into a non-empty --out that holds no earlier report's manifest.json")
     add_lock_options(p)
@@ -80,8 +85,12 @@ def run(args) -> int:
     evaluations = ensemble_only(every)    # a run's member rows are in metrics.csv only
     reg = regression.evaluate(planned)
     conformal = conformal_results(engine, first_settings(evaluations), args) if args.conformal else []
+    from calibview.core.reports.corp import corp_sets
+
+    corp = corp_sets(engine, evaluations)     # bandwidth-free: once per run and eval split, for every setting
     with folder:                          # written into a staging folder, moved into --out when complete
-        _, messages = write_report(evaluations, folder.dir, rows=member_rows(every, args.members), regression=reg)
+        _, messages = write_report(evaluations, folder.dir, rows=member_rows(every, args.members), regression=reg,
+                                   corp=corp)
         _, notes = write_selective(engine, evaluations, folder.dir, audit, args.target_precision, args.rank_by)
         write_uncertainty(evaluations, folder.dir)
         if len({ev.request.eval_split for ev in evaluations}) > 1:
@@ -90,7 +99,9 @@ def run(args) -> int:
             write_compare(engine, evaluations, args, folder.dir, figure)
         firsts = first_settings(evaluations)
         if not args.no_diagram:
-            write_diagrams(firsts, folder.dir, figure, engine, by=args.diagram_by)
+            write_diagrams(firsts, folder.dir, figure, engine, by=args.diagram_by,
+                           corp=(corp, args.corp) if args.corp else None)
+            write_mcb_dsc(firsts, corp, folder.dir, figure)
         if conformal:
             write_conformal(conformal, folder.dir, draw=not args.no_diagram)
         if reg and not args.no_diagram:
@@ -224,15 +235,17 @@ def _terciles(ev, engine, by):
     return name, tercile_split(engine, ev.request, ev.run).of(name)
 
 
-def write_diagrams(evaluations, out: Path, figure=None, engine=None, by=None) -> list[Path]:
+def write_diagrams(evaluations, out: Path, figure=None, engine=None, by=None, corp=None) -> list[Path]:
     """diagram.png (one run) or diagram_<model>_<dataset>.png per run, drawn offscreen by calibview.plot's canvas;
     with ``figure`` (options, formats) one publication figure per format instead (calibview.plot.export);
-    ``by`` "epistemic" (``--diagram-by``): a members run's first calibrated curve split by epistemic tercile."""
+    ``by`` "epistemic" (``--diagram-by``): a members run's first calibrated curve split by epistemic tercile;
+    ``corp`` ((run file, run name, eval split) -> CorpSet, "consistency" or "bootstrap"): the CORP curves drawn
+    with their bands (``--corp``)."""
     try:
         from calibview.plot.canvas import render_diagram_png
         from calibview.plot.export import render_figure
         from calibview.plot.figure import legend_numbers
-        from calibview.plot.spec import calibrator_panels, with_terciles
+        from calibview.plot.spec import calibrator_panels, with_corp, with_terciles
     except ImportError as e:          # a headless install without Qt still gets the CSV and JSON
         logging.getLogger("calibview").warning(f"warning: no diagram.png ({e}); install PySide6 and pyqtgraph for it.")
         return []
@@ -247,13 +260,16 @@ def write_diagrams(evaluations, out: Path, figure=None, engine=None, by=None) ->
     for ev, name in zip(evaluations, names):
         title = f"{ev.run.name} · {ev.request.eval_split} (N = {ev.n_eval:,}, K = {ev.k})"
         split_of, curves = _terciles(ev, engine, by)
+        cs = corp[0].get((ev.run.file, ev.run.name, ev.request.eval_split)) if corp else None
+        steps = (dict(cs.curves) if cs is not None else {}, bool(corp) and corp[1] == "bootstrap")
         if figure is not None:
             opts, formats = figure
             opts = dataclasses.replace(opts, title=title, extra={"bandwidth": f"{ev.request.bandwidth:g}",
                                                                   "kernel": ev.request.kernel})
-            panels = with_terciles(calibrator_panels(ev.results, k=ev.k, layout=opts.layout,
-                                                     subtitle_of=lambda r: legend_numbers(r.metrics, loss=r.loss)),
-                                   split_of, curves, k=ev.k)
+            panels = with_terciles(with_corp(calibrator_panels(ev.results, k=ev.k, layout=opts.layout,
+                                                               subtitle_of=lambda r: legend_numbers(r.metrics,
+                                                                                                    loss=r.loss)),
+                                             steps[0], bootstrap=steps[1]), split_of, curves, k=ev.k)
             paths += render_figure(panels, out / name, opts, bandwidth=ev.request.bandwidth,
                                    kernel=ev.request.kernel, formats=formats)
             if ev.k == 2 and engine is not None:       # binary: the positive-class diagram besides
@@ -265,9 +281,25 @@ def write_diagrams(evaluations, out: Path, figure=None, engine=None, by=None) ->
                                        bandwidth=ev.request.bandwidth, kernel=ev.request.kernel, formats=formats)
             continue
         render_diagram_png(list(ev.results), out / name, bandwidth=ev.request.bandwidth, kernel=ev.request.kernel,
-                           title=title, terciles=(split_of, curves))
+                           title=title, terciles=(split_of, curves), corp=steps)
         paths.append(out / name)
     return paths
+
+
+def write_mcb_dsc(evaluations, corp, out: Path, figure=None) -> list[Path]:
+    """mcb_dsc.png (and one more file per other ``figure`` format, at its width, DPI and font): the MCB-DSC plot of every
+    run's calibrators (core.reports.corp.mcb_dsc_points, the rows' corp_mcb / corp_dsc / corp_unc where they
+    carry them); without Qt, a warning and nothing."""
+    try:
+        from calibview.plot.corp.mcb_dsc import render_mcb_dsc
+    except ImportError as e:
+        logging.getLogger("calibview").warning(f"warning: no mcb_dsc.png ({e}); install PySide6 and pyqtgraph.")
+        return []
+    from calibview.core.reports.corp import mcb_dsc_points
+
+    opts, formats = figure if figure is not None else (None, [])
+    formats = list(dict.fromkeys(["png"] + list(formats)))      # the PNG always, as its name promises
+    return render_mcb_dsc(mcb_dsc_points(evaluations, corp), out / "mcb_dsc.png", opts, formats=formats)
 
 
 def summary_line(ev) -> str:

@@ -17,6 +17,7 @@ from calibview.core.errors import CalibviewError
 from calibview.core.io.safe_io import atomic_write, refuse_overwriting_inputs
 from calibview.core.reports import tables as report
 from calibview.gui import preferences
+from calibview.gui.model.corp import run_key
 
 #: kind -> (file dialog filter, suffix, the default name's stem)
 EXPORTS = {
@@ -67,7 +68,9 @@ def export(window, kind: str, path: Optional[str] = None) -> Optional[str]:
         elif kind == "metrics":
             window.table.export_csv(path)
         elif kind == "curves":
-            atomic_write(path, report.curves_csv(session.evaluations or [ev], session.bandwidth, session.kernel))
+            evs = session.evaluations or [ev]        # the CORP columns: filled where the curves were computed
+            corp = {k: cs for e in evs for k, cs in [(run_key(e), session.corp.shown(e))] if cs is not None}
+            atomic_write(path, report.curves_csv(evs, session.bandwidth, session.kernel, corp=corp))
         else:
             atomic_write(path, report.calibrators_json([ev]))
     except (CalibviewError, OSError) as e:

@@ -32,6 +32,7 @@ from calibview.gui.views.members_view import MembersView
 from calibview.gui.views.domain_canvases import DomainCanvases
 from calibview.gui.views.metrics_table import MetricsTable
 from calibview.gui.views.slices_view import SliceOverlay, SlicesView
+from calibview.gui.corp_mode import CorpMode
 from calibview.gui.views.tercile_toggle import TercileToggle
 from calibview.plot.canvas import CalibrationCanvas
 
@@ -113,6 +114,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.session.selection_changed.connect(self._update_title)
         self.bandwidth_bar.show_bins.toggled.connect(self.domains.set_show_bins)
         self.domains.hover_changed.connect(self.hover_label.setText)
+        self.corp = CorpMode(self)          # the CORP toggle and the MCB-DSC tab (after the connections above)
         self.resize(layout.default_size(self))
         restored = preferences.restore_layout(self, self.settings)
         self.dock_share = layout.DockShare(self, (self.table_dock, self.decisions_dock), on_show=not restored)
@@ -178,6 +180,7 @@ class MainWindow(QtWidgets.QMainWindow):
             self.theme_actions[name] = act
         v.addSeparator()
         v.addAction(self.tercile_toggle.action)
+        self.view_menu = v
         v.addSeparator()
         for dock in (self.browser_dock, self.panel_dock, self.table_dock, self.decisions_dock):
             v.addAction(dock.toggleViewAction())
@@ -393,6 +396,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.decisions.set_theme(name)
         self.slice_overlay.set_theme(name)
         self.regression.set_theme(name)
+        self.corp.set_theme(name)
         self.theme_actions[name].setChecked(True)
         self.settings.setValue("theme", name)
 

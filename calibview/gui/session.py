@@ -13,6 +13,7 @@ from typing import Optional
 
 from PySide6 import QtCore
 
+from calibview.gui.model.corp import CorpModel
 from calibview.gui.model.document import Document, Settings
 from calibview.gui.model.window import EVENTS, WindowModel
 from calibview.gui.worker import EvaluationWorker
@@ -53,11 +54,13 @@ class Session(QtCore.QObject):
     comparison_changed = QtCore.Signal(object)          # core.evaluation.compare.Comparison or None
     terciles_changed = QtCore.Signal(object)            # core.evaluation.members.terciles.TercileSplit or None
     regression_changed = QtCore.Signal(object)          # core.regression.evaluate.RegEvaluation or None
+    corp_changed = QtCore.Signal()                      # the CORP curves (``corp``: gui.model.corp.CorpModel)
 
     _request = QtCore.Signal(int, object, object)       # to the worker thread (queued)
     _decide = QtCore.Signal(int, object, object)        # to the worker thread (queued)
     _slice = QtCore.Signal(int, object, object, object)  # to the worker thread (queued)
     _split = QtCore.Signal(int, object, object, object)  # to the worker thread (queued)
+    _corp = QtCore.Signal(int, object, bool, object)    # to the worker thread (queued)
 
     def __init__(self, parent: Optional[QtCore.QObject] = None) -> None:
         super().__init__(parent)
@@ -72,6 +75,12 @@ class Session(QtCore.QObject):
         self._decide.connect(self._worker.decide, queued)
         self._slice.connect(self._worker.slice, queued)
         self._split.connect(self._worker.split_terciles, queued)
+        #: the CORP curves and their decomposition, asked for while the toggle or the MCB-DSC tab is on
+        self.corp = CorpModel(self.corp_changed.emit, self._corp.emit)
+        self._corp.connect(self._worker.corp, queued)
+        self._worker.corped.connect(self._on_worker_corped, queued)     # a Session slot: on the GUI thread
+        self.evaluation_started.connect(lambda _g: self.corp.cancel())
+        self.evaluation_changed.connect(lambda _ev: self.corp.evaluations_changed(self.model.evaluations))
         self._worker.progressed.connect(self._on_worker_progressed, queued)
         self._worker.partial.connect(self._on_worker_partial, queued)
         self._worker.finished.connect(self._on_worker_finished, queued)
@@ -257,6 +266,9 @@ class Session(QtCore.QObject):
 
     def _on_worker_decided(self, generation: int, data) -> None:
         self.model.decisions_answered(generation, data)
+
+    def _on_worker_corped(self, generation: int, result, final: bool) -> None:
+        self.corp.answered(generation, result, final)
 
     def _on_worker_split(self, generation: int, result) -> None:
         self.model.terciles_answered(generation, result)

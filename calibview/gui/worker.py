@@ -13,6 +13,7 @@ import os
 import threading
 import time
 import traceback
+from types import SimpleNamespace
 
 from PySide6 import QtCore
 
@@ -44,6 +45,9 @@ class EvaluationWorker(QtCore.QObject):
     #: the diagram's curves split by epistemic tercile (core.evaluation.members.terciles.TercileSplit), or a
     #: one-sentence message when they failed
     split = QtCore.Signal(int, object)               # terciles generation, TercileSplit or str
+    #: the CORP curves of the shown evaluations ((run file, run name, eval split) -> core.reports.corp.CorpSet),
+    #: first without bands (final False), then with them (final True); or a one-sentence message
+    corped = QtCore.Signal(int, object, bool)        # corp generation, dict or str, final
 
     #: Progress is forwarded at most this often (seconds): the GUI needs ~20 updates a second, not thousands.
     progress_interval = 0.05
@@ -129,6 +133,22 @@ class EvaluationWorker(QtCore.QObject):
         from calibview.core.evaluation.members.terciles import tercile_split
 
         self._answer(self.split, generation, cancel, lambda: tercile_split(self.engine, request, run, cancel))
+
+    @QtCore.Slot(int, object, bool, object)
+    def corp(self, generation: int, evaluations, bands: bool, cancel: threading.Event) -> None:
+        """The CORP curves of ``evaluations`` from the engine's cached per-sample vectors: at once without
+        bands (milliseconds), then, with ``bands``, with them (resamples: the requests' n_boot)."""
+        from calibview.core.reports.corp import corp_set
+
+        def sets(with_bands: bool) -> dict:
+            return {(e.run.file, e.run.name, e.request.eval_split): corp_set(self.engine, e, bands=with_bands,
+                                                                               cancel=cancel) for e in evaluations}
+
+        if bands:
+            self._answer(SimpleNamespace(emit=lambda g, r: self.corped.emit(g, r, False)), generation, cancel,
+                         lambda: sets(False))
+        self._answer(SimpleNamespace(emit=lambda g, r: self.corped.emit(g, r, True)), generation, cancel,
+                     lambda: sets(bands))
 
     def _answer(self, signal, generation: int, cancel: threading.Event, work) -> None:
         """``signal.emit(generation, work())``, or the error's sentence in its place; nothing when cancelled."""

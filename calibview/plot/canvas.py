@@ -12,7 +12,6 @@ screen-resolution image, PNG and SVG go through render_png.py, its publication f
 
 from __future__ import annotations
 
-import html
 from typing import Iterable, Optional, Sequence
 
 import numpy as np
@@ -21,13 +20,14 @@ from PySide6 import QtCore, QtGui, QtWidgets
 
 from calibview.plot import overlay, render_png
 from calibview.plot.canvas_figure import CanvasGrid
-from calibview.plot.curve_items import Series as _Series, TercileLayer, band_alpha_scale, set_export_quality
+from calibview.plot.corp.items import attach_corp
+from calibview.plot.curve_items import Series as _Series, TercileLayer, band_alpha_scale, export_quality
 from calibview.plot.export import render_figure
 from calibview.plot.export_dialog import ExportDialog
 from calibview.plot.figure import FigureView, legend_numbers
 from calibview.plot.navigation import CanvasToolbar, DraggableLegend, HoverCursor, x_ticks
 from calibview.plot.palette import assign_colors
-from calibview.plot.spec import LAYOUTS, FigureOptions, calibrator_panels, with_terciles
+from calibview.plot.spec import LAYOUTS, FigureOptions, calibrator_panels, with_corp, with_terciles
 from calibview.plot.theme import THEMES, qcolor
 
 __all__ = ["CalibrationCanvas", "render_diagram_png"]
@@ -57,6 +57,7 @@ class CalibrationCanvas(QtWidgets.QWidget):
         self._legend_stale = False
         self._compact = False
         self._show_bins = False
+        self._corp: tuple = ({}, False)          # (calibrator name -> CorpCurve, bootstrap band) drawn (set_corp)
         self._title = ""
         self._readout = ""
         self._theme = THEMES[theme]
@@ -123,6 +124,7 @@ class CalibrationCanvas(QtWidgets.QWidget):
             s.remove(self._top, self._bottom)
         colors = assign_colors(r.name for r in results)        # shown items never share a colour
         self._series = [_Series(r, colors[r.name], self._top, self._bottom) for r in results]
+        self._corp = ({}, False)            # of the results before: set_corp draws the new ones' curves
         self._title = title
         for s in self._series:
             s.apply_theme(self._theme)
@@ -145,6 +147,19 @@ class CalibrationCanvas(QtWidgets.QWidget):
         self._refresh_visibility()
         self._update_legend()
         self._rebuild_grid()
+
+    def set_corp(self, curves, bootstrap: bool = False) -> None:
+        """Each calibrator's CORP curve (name -> CorpCurve, {}: none), bootstrap band or not; bandwidth-free."""
+        if (dict(curves or {}), bool(bootstrap)) != self._corp:
+            self._corp = attach_corp(self._series, self._top, curves, bootstrap)
+            self._refresh_visibility()
+            self._update_legend()
+            self._rebuild_grid()
+
+    @property
+    def corp(self) -> tuple:
+        """(calibrator name -> CorpCurve, bootstrap band on) of the CORP curves drawn."""
+        return self._corp
 
     @property
     def terciles(self) -> TercileLayer:
@@ -340,6 +355,7 @@ class CalibrationCanvas(QtWidgets.QWidget):
         k = max((s.k for s in self._series), default=0)
         panels = calibrator_panels(shown, k=k, layout=layout or self._layout, subtitle_of=lambda r: legend_numbers(r.metrics))
         layer = self._terciles
+        panels = with_corp(panels, self._corp[0], bootstrap=self._corp[1])
         return with_terciles(panels, layer.calibrator, layer.curves if self._terciles_on() else (), k=k)
 
     def export_figure(self, path, options: Optional[FigureOptions] = None, formats=()) -> list:
@@ -357,11 +373,8 @@ class CalibrationCanvas(QtWidgets.QWidget):
 
     def image(self, scale: float = 2.0) -> QtGui.QImage:
         """The canvas rendered at ``scale`` x its size (vector items redrawn at that resolution, not upsampled)."""
-        set_export_quality(self._series, True)
-        try:
+        with export_quality(self._series):
             return render_png.widget_image(self, self._view, self._theme.background, scale)
-        finally:
-            set_export_quality(self._series, False)
 
     def export_png(self, path, scale: float = 2.0) -> None:
         """The canvas as a PNG of ``scale`` x its size in pixels."""
@@ -369,11 +382,8 @@ class CalibrationCanvas(QtWidgets.QWidget):
 
     def export_svg(self, path) -> None:
         """The canvas as SVG (vector)."""
-        set_export_quality(self._series, True)
-        try:
+        with export_quality(self._series):
             render_png.write_svg(self, self._view, path)
-        finally:
-            set_export_quality(self._series, False)
 
     # ---------------------------------------------------------------------------------------------- internals
     def _get(self, name: str) -> _Series:
@@ -399,19 +409,9 @@ class CalibrationCanvas(QtWidgets.QWidget):
         return self._terciles.calibrator is not None and self._terciles.calibrator not in self._hidden
 
     def _update_title(self) -> None:
-        t = self._theme
         kern = _KERNEL_NAMES.get(self._kernel, self._kernel)
         sub = "" if self._compact else f"{kern} kernel, h = {self._bandwidth:.3g}"     # compact: in the bar above
-        head = f"<b>{html.escape(self._title)}</b>&nbsp;&nbsp;&nbsp;" if self._title else ""
-        self._title_item.setText(f"<span style='color:{t.foreground}'>{head}</span>"
-                                 f"<span style='color:{t.muted}'>{html.escape(sub)}</span>",
-                                 size=f"{overlay.FONT_PT}pt")
-        # LabelItem makes the text's width its minimum, which widens the whole layout past a narrow view (the plots
-        # then run off its right edge): a long title is cut instead, and the layout put back into the view.
-        self._title_item.setMinimumWidth(0)
-        view, ci = self._view, self._view.ci
-        if ci.geometry().width() > view.width():
-            ci.setGeometry(QtCore.QRectF(0, 0, view.width(), view.height()))
+        overlay.set_title(self._title_item, self._view, self._theme, self._title, sub)
 
     def _cal_stale(self) -> bool:
         at = self._computed_at
@@ -475,10 +475,11 @@ class CalibrationCanvas(QtWidgets.QWidget):
 
 def render_diagram_png(results, path, *, bandwidth: float = 0.05, kernel: str = "gaussian",
                        size: tuple[int, int] = (900, 700), scale: float = 2.0, theme: str = "light",
-                       title: str = "", terciles: tuple = (None, ())) -> None:
+                       title: str = "", terciles: tuple = (None, ()), corp: tuple = ({}, False)) -> None:
     """Offscreen render of a canvas of ``results`` to a PNG of ``scale * size`` pixels (``calibview report``'s
-    diagram.png), with ``terciles`` = (calibrator, its TercileCurves) drawn (``set_terciles``). Works from a plain
-    script: creates a QApplication (offscreen when there is no display) if none exists."""
+    diagram.png), with ``terciles`` = (calibrator, its TercileCurves) and ``corp`` = (name -> CorpCurve,
+    bootstrap band) drawn (``set_terciles``, ``set_corp``). Works from a plain script: creates a QApplication
+    (offscreen when there is no display) if none exists."""
     render_png.ensure_app()
     canvas = CalibrationCanvas(theme=theme, toolbar=False)
     try:
@@ -488,6 +489,7 @@ def render_diagram_png(results, path, *, bandwidth: float = 0.05, kernel: str = 
         canvas.set_bandwidth(bandwidth, kernel)
         canvas.set_results(results, title=title)
         canvas.set_terciles(*terciles)
+        canvas.set_corp(*corp)
         canvas.show()
         QtWidgets.QApplication.processEvents()
         canvas.export_png(path, scale=scale)

@@ -11,6 +11,7 @@ pointwise bootstrap band the engine computed at one bandwidth and kernel; at any
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from functools import lru_cache
 from typing import Optional
 
@@ -22,7 +23,7 @@ from calibview.core.stats import smoothing
 from calibview.plot.theme import Theme, qcolor, themed_color
 
 __all__ = ["Series", "AreaItem", "TercileLayer", "DRAW_FLOOR", "THIN_ALPHA", "DASH_STYLES", "TERCILE_DASHES",
-           "domain_floor", "band_alpha_scale", "set_export_quality"]
+           "domain_floor", "band_alpha_scale", "set_export_quality", "export_quality"]
 
 #: Qt pen styles of palette.DASHES' names
 DASH_STYLES = {"solid": None, "dash": QtCore.Qt.PenStyle.DashLine, "dot": QtCore.Qt.PenStyle.DotLine,
@@ -120,6 +121,8 @@ class Series:
         self.has_thin = False           # part of the drawn curve rests on < MIN_EFFECTIVE_N samples
         self.has_ci = False             # the confidence band exists at the drawn bandwidth and kernel
         self.band_alpha_scale = 1.0
+        self.theme: Optional[Theme] = None      # the theme of the latest apply_theme
+        self.corp_items = None          # plot.corp.items.CorpItems: its CORP curve, bandwidth-free (attach_corp)
         self.state: Optional[tuple[float, str]] = None     # (bandwidth, kernel) the items show
         self.sc: Optional[smoothing.SharpnessCurve] = None
         count = np.asarray(result.stats.count, dtype=np.float64)
@@ -163,9 +166,24 @@ class Series:
         for item in (self.band, self.curve, self.thin, self.ci_lo, self.ci_hi, self.bin_errors, self.bin_points):
             top.removeItem(item)
         bottom.removeItem(self.density)
+        self.attach_corp(None, top)
+
+    def attach_corp(self, items, top: pg.PlotItem) -> None:
+        """Hang the CORP curve's items (plot.corp.items.CorpItems, already on ``top``; None: none) off this
+        series: shown, hidden, restyled and removed with it. The one before is taken off ``top``."""
+        if self.corp_items is not None:
+            self.corp_items.remove(top)
+        self.corp_items = items
+        if items is not None:
+            if self.theme is not None:
+                items.apply_theme(self.theme, self.color, self.line_width)
+            items.set_visible(self.curve.isVisible())
 
     def apply_theme(self, theme: Theme) -> None:
         """Pens and brushes of every item in ``theme`` (faint series in its muted colour)."""
+        self.theme = theme
+        if self.corp_items is not None:
+            self.corp_items.apply_theme(theme, self.color, self.line_width)
         color = themed_color(self.color, theme.name)
         if self.faint:
             color = theme.muted
@@ -199,6 +217,8 @@ class Series:
         confidence band ``ci`` (where it exists at the drawn bandwidth), the reliability ``bins``, the density."""
         for item in (self.curve, self.thin):
             item.setVisible(on)
+        if self.corp_items is not None:
+            self.corp_items.set_visible(on)
         self.band.setVisible(on and band)
         for item in (self.ci_lo, self.ci_hi):
             item.setVisible(on and ci)
@@ -317,6 +337,17 @@ def set_export_quality(series, on: bool) -> None:
     for s in series:
         s.band.smooth_fill = s.density.smooth_fill = on
         s.bin_points.opts["useCache"] = not on
+
+
+@contextmanager
+def export_quality(series):
+    """``set_export_quality(series, True)`` inside the block, off again after it (also when it raises)."""
+    series = list(series)
+    set_export_quality(series, True)
+    try:
+        yield
+    finally:
+        set_export_quality(series, False)
 
 
 def _classes(result) -> int:

@@ -20,6 +20,7 @@ from PySide6 import QtCore, QtGui
 from calibview.core.reports import units
 from calibview.plot.navigation import unit_ticks, x_ticks
 from calibview.plot.overlay import curve_notes
+from calibview.plot.corp.items import attach_corp
 from calibview.plot.curve_items import DASH_STYLES, Series, band_alpha_scale, domain_floor
 from calibview.plot.spec import PanelSpec
 from calibview.plot.palette import assign_colors, assign_dashes
@@ -133,6 +134,8 @@ class _Panel:
             if it.faint:
                 s.curve.setZValue(5)
             self.series.append(s)
+        attach_corp(self.series, self.top, {s.name: it.corp for s, it in zip(self.series, spec.items)
+                                            if it.corp is not None}, True)    # bandwidth-free: drawn once
         for plot in (self.top, self.bottom):
             plot.setMouseEnabled(x=False, y=False)
             plot.setMenuEnabled(False)

@@ -12,6 +12,7 @@ from PySide6 import QtCore, QtGui
 
 from calibview.core.reports import units
 from calibview.core.stats.smoothing import MIN_EFFECTIVE_N
+from calibview.plot.corp.items import corp_note
 from calibview.plot.navigation import unit_ticks, x_ticks
 from calibview.plot.theme import Theme, themed_color
 
@@ -82,9 +83,23 @@ def style_axes(top: pg.PlotItem, bottom: pg.PlotItem, t: Theme) -> None:
     bottom.setLabel("bottom", "confidence", **label_style)
 
 
+def set_title(item: pg.LabelItem, view: pg.GraphicsLayoutWidget, t: Theme, title: str, sub: str) -> None:
+    """The canvas's title line: ``title`` in bold, then ``sub`` (the kernel and bandwidth) muted, in theme ``t``."""
+    head = f"<b>{html.escape(title)}</b>&nbsp;&nbsp;&nbsp;" if title else ""
+    item.setText(f"<span style='color:{t.foreground}'>{head}</span>"
+                 f"<span style='color:{t.muted}'>{html.escape(sub)}</span>", size=f"{FONT_PT}pt")
+    # LabelItem makes the text's width its minimum, which widens the whole layout past a narrow view (the plots
+    # then run off its right edge): a long title is cut instead, and the layout put back into the view.
+    item.setMinimumWidth(0)
+    ci = view.ci
+    if ci.geometry().width() > view.width():
+        ci.setGeometry(QtCore.QRectF(0, 0, view.width(), view.height()))
+
+
 def curve_notes(shown: Sequence, ci: bool) -> list[str]:
     """What the drawn curves' styles mean, for a legend: the pale part of a curve (``Series.has_thin``) and, with
-    ``ci`` on, the confidence band's lines, or why they are missing (computed at another bandwidth)."""
+    ``ci`` on, the confidence band's lines, or why they are missing (computed at another bandwidth); the CORP
+    curves' steps and bands where they are drawn (plot.corp.items.corp_note)."""
     notes = []
     if any(s.has_thin for s in shown):
         notes.append(f"pale: fewer than {MIN_EFFECTIVE_N} samples under the kernel")
@@ -97,7 +112,8 @@ def curve_notes(shown: Sequence, ci: bool) -> list[str]:
             notes.append(f"confidence band at h = {bands[0].bandwidth:g} only")
         elif not levels:
             notes.append("no confidence band: evaluated without resamples")
-    return notes
+    corp = corp_note(shown)
+    return notes + ([corp] if corp else [])
 
 
 def legend_table(shown: Sequence, t: Theme, *, compact: bool, stale: bool, notes: Sequence[str] = (),

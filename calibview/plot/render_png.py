@@ -49,14 +49,18 @@ def paint_view(view: QtWidgets.QGraphicsView, painter: QtGui.QPainter, w: float,
 
 
 @contextmanager
-def offscreen_layout():
-    """A white ``pg.GraphicsLayoutWidget`` that is never shown on screen, deleted when the block ends (also when
-    it raises): at once, not at the interpreter's exit, where Qt's teardown crashes on a widget left behind."""
+def offscreen_layout(make=None):
+    """A white ``pg.GraphicsLayoutWidget`` (or the view ``make()`` returns, in its own colours) that is never shown
+    on screen, deleted when the block ends (also when it raises): at once, not at the interpreter's exit, where
+    Qt's teardown crashes on a widget left behind."""
     import pyqtgraph as pg
 
     ensure_app()
-    win = pg.GraphicsLayoutWidget()
-    win.setBackground("w")
+    if make is None:
+        win = pg.GraphicsLayoutWidget()
+        win.setBackground("w")
+    else:
+        win = make()
     try:
         win.setAttribute(QtCore.Qt.WidgetAttribute.WA_DontShowOnScreen, True)
         yield win

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Optional, Sequence
 
 __all__ = ["CurveItem", "PanelSpec", "FigureOptions", "LAYOUTS", "split_panels", "calibrator_panels",
-           "with_terciles", "parse_length", "parse_formats"]
+           "with_terciles", "with_corp", "parse_length", "parse_formats"]
 
 LAYOUTS = ("overlay", "grid")
 FORMATS = ("png", "svg", "pdf")
@@ -45,6 +45,8 @@ class CurveItem:
     faint: a reference drawn thin and grey without band or legend numbers (the uncalibrated curve in a grid).
     band: draw the sharpness band (the global band switch still applies).
     density: draw its density in the strip below.
+    corp: its CORP curve (core.stats.corp.curves.CorpCurve: PAV steps with their bands), drawn over it; None:
+        none (``with_corp``).
     """
 
     result: Any
@@ -55,6 +57,7 @@ class CurveItem:
     faint: bool = False
     band: bool = True
     density: bool = True
+    corp: Any = None
 
 
 @dataclass(frozen=True)
@@ -127,6 +130,20 @@ def with_terciles(panels: Sequence[PanelSpec], calibrator: Optional[str], curves
     own = [i for i in holds if any(it.color_key == calibrator and not it.faint for it in panels[i].items)]
     at = (own or holds or [None])[0]
     return [replace(p, items=tuple(p.items) + extra) if i == at else p for i, p in enumerate(panels)]
+
+
+def with_corp(panels: Sequence[PanelSpec], curves, *, bootstrap: bool = False) -> list[PanelSpec]:
+    """``panels`` with the CORP curve of each calibrator (``curves``: calibrator name -> CorpCurve, e.g. a
+    core.reports.corp.CorpSet's ``curves``; empty: unchanged) on its own items, not on the faint references;
+    without ``bootstrap`` the curves' bootstrap bands are left out."""
+    if not curves:
+        return list(panels)
+
+    def of(it):
+        c = curves.get(it.color_key) if not it.faint and getattr(it.result, "name", None) == it.color_key else None
+        return c if c is None or bootstrap else c.without_bootstrap()
+
+    return [replace(p, items=tuple(replace(it, corp=of(it)) for it in p.items)) for p in panels]
 
 
 def positive_class_panels(results: Iterable, sample_stats, *, layout: str = "grid") -> list[PanelSpec]:

@@ -7,7 +7,7 @@ import io
 import json
 import os
 from pathlib import Path
-from typing import Iterable, Optional, Sequence
+from typing import Iterable, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -16,6 +16,7 @@ from calibview.core.errors import ParameterError
 from calibview.core.evaluation.records import (ID_COLUMNS, SETTING_COLUMNS, metric_columns,  # noqa: F401
                                                metrics_rows, run_groups)
 from calibview.core.evaluation.results import Evaluation
+from calibview.core.reports.corp import CORP_COLUMNS, corp_cells
 from calibview.core.evaluation.toplabel.absent import absent_metrics
 from calibview.core.io.safe_io import atomic_write
 from calibview.core.stats.metrics import METRIC_NAMES
@@ -123,17 +124,21 @@ def metrics_json(rows: Sequence[dict]) -> str:
 
 
 CURVE_COLUMNS = ("model", "dataset", "split", "calibrator", "bandwidth", "kernel", "x", "curve", "band_lo",
-                 "band_hi", "density", "curve_lo", "curve_hi")
+                 "band_hi", "density", "curve_lo", "curve_hi") + CORP_COLUMNS
 
 
-def curves_csv(evaluations: Iterable[Evaluation], bandwidth: float | None = None, kernel: str | None = None) -> str:
+def curves_csv(evaluations: Iterable[Evaluation], bandwidth: float | None = None, kernel: str | None = None,
+               corp: Optional[Mapping] = None) -> str:
     """Long format: one row per grid point per calibrator and (bandwidth, kernel); curve/band are empty where the
     density is zero. Each evaluation is drawn at its own request's bandwidth and kernel unless both are given.
     Grid points below 1/K are left out (no top-label confidence lies there); the grid itself is unchanged, so
     the x values stay comparable across runs. ``curve_lo``, ``curve_hi``: the curve's pointwise bootstrap
     confidence band (CalibratorResult.curve_band, interpolated to x), empty without resamples at that setting
-    or where the curve is."""
+    or where the curve is. ``corp``, CORP_COLUMNS: (run file, run name, eval split) -> CorpSet
+    (core.reports.corp.corp_sets), the PAV step function and its consistency and bootstrap bands at x (they
+    have no bandwidth: the same at every one), empty off the forecasts' range or without a CorpSet."""
     rows = []
+    corp = corp or {}
     for group in run_groups(evaluations):
         pairs = ([(bandwidth, kernel)] if bandwidth is not None and kernel is not None else
                  list(dict.fromkeys((ev.request.bandwidth, ev.request.kernel) for ev in group)))
@@ -146,6 +151,8 @@ def curves_csv(evaluations: Iterable[Evaluation], bandwidth: float | None = None
                 band = bands.get((h, kern, r.name))
                 if band is not None:
                     b_lo, b_hi = (np.interp(c.x, band.x, v, left=np.nan, right=np.nan) for v in (band.lo, band.hi))
+                cs = corp.get((ev.run.file, ev.run.name, ev.request.eval_split))
+                cells = corp_cells(cs.of(r.name) if cs is not None else None, c.x)
                 ident = {"model": ev.run.model, "dataset": ev.run.dataset, "split": ev.request.eval_split,
                          "calibrator": r.name, "bandwidth": h, "kernel": kern}
                 first = int(np.searchsorted(c.x, 1.0 / ev.k - 1e-9)) if ev.k > 1 else 0
@@ -155,7 +162,8 @@ def curves_csv(evaluations: Iterable[Evaluation], bandwidth: float | None = None
                     hi_i = b_hi[i] if band is not None and ok and np.isfinite(b_hi[i]) else None
                     rows.append({**ident, "x": c.x[i], "curve": c.curve[i] if ok else None,
                                  "band_lo": c.band_lo[i] if ok else None, "band_hi": c.band_hi[i] if ok else None,
-                                 "density": c.density[i], "curve_lo": lo_i, "curve_hi": hi_i})
+                                 "density": c.density[i], "curve_lo": lo_i, "curve_hi": hi_i,
+                                 **{k: v[i] for k, v in cells.items()}})
     return table_csv(rows, CURVE_COLUMNS, floats=CURVE_COLUMNS[4:5] + CURVE_COLUMNS[6:])
 
 
@@ -230,12 +238,14 @@ def calibrators_json(evaluations: Iterable[Evaluation], regression: Sequence = (
 
 
 def write_report(evaluations: Sequence[Evaluation], out_dir: str | os.PathLike,
-                 rows: Optional[Sequence[dict]] = None, regression: Sequence = ()) -> tuple[list[Path], list[str]]:
+                 rows: Optional[Sequence[dict]] = None, regression: Sequence = (),
+                 corp: Optional[Mapping] = None) -> tuple[list[Path], list[str]]:
     """metrics.csv, curves.csv, calibrators.json and ranking.csv in ``out_dir``, and with ``regression``
     evaluations (calibview.core.regression.evaluate) their rows in metrics.csv and calibrators.json and
     regression.csv; returns the paths written and the ranking messages (the ranking of calibrators changing
     across the settings of an ablation). ``rows``: the rows of metrics.csv when they are not
-    ``metrics_rows(evaluations)`` (a run's member rows, which the other files leave out)."""
+    ``metrics_rows(evaluations)`` (a run's member rows, which the other files leave out); ``corp``: the CORP
+    curves of curves.csv (:func:`curves_csv`)."""
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise ParameterError(f"out_dir={out} exists and is not a directory; give a directory to write into.",
@@ -248,7 +258,7 @@ def write_report(evaluations: Sequence[Evaluation], out_dir: str | os.PathLike,
     paths = [out / "metrics.csv", out / "curves.csv", out / "calibrators.json", out / "ranking.csv"]
     atomic_write(paths[0], metrics_csv(with_regression(metrics_rows(evaluations) if rows is None else rows,
                                                        regression)))
-    atomic_write(paths[1], curves_csv(evaluations))
+    atomic_write(paths[1], curves_csv(evaluations, corp=corp))
     atomic_write(paths[2], calibrators_json(list(firsts.values()), regression))
     atomic_write(paths[3], ranking_csv(ranking_rows))
     if regression:

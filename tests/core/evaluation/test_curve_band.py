@@ -54,7 +54,9 @@ def test_curves_csv_carries_the_band(tmp_path):
     path = _write(tmp_path / "c.h5")
     ev = evaluate(EvalRequest(file=path, run="net/toy", calibrators=("none", "ts"), n_boot=40))
     rows = list(csv.DictReader(io.StringIO(curves_csv([ev]))))
-    assert list(rows[0])[-2:] == ["curve_lo", "curve_hi"]
+    cols = list(rows[0])            # the curve's band, then the bandwidth-free CORP columns
+    assert cols[cols.index("curve_lo"):] == ["curve_lo", "curve_hi", "corp", "corp_cons_lo", "corp_cons_hi",
+                                             "corp_lo", "corp_hi"]
     filled = [r for r in rows if r["curve_lo"] and r["curve"]]
     assert len(filled) > 100
     assert all(float(r["curve_lo"]) <= float(r["curve_hi"]) for r in filled)

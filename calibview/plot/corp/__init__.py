@@ -1,0 +1,4 @@
+"""The bandwidth-free CORP views (pyqtgraph): the PAV step curve with its consistency and bootstrap bands as items
+of a calibrator's curve (``items``: drawn over the canvas's overlay, in the grid's panels and in every export),
+and the MCB-DSC plot of the Brier score's decomposition with its iso-score lines (``mcb_dsc``: the window's tab
+and ``calibview report``'s mcb_dsc.png). Everything numeric comes from calibview.core.stats.corp."""

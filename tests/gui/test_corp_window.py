@@ -1,0 +1,72 @@
+"""The window's CORP toggle and MCB-DSC tab: switching CORP on draws every shown calibrator's PAV step curve (then
+its consistency band) in the overlay and the grid, computed once on the worker; a bandwidth move then recomputes
+nothing (counted, not timed); the tab's points are the decomposition of the same curves."""
+
+import numpy as np
+import pytest
+
+from calibview.core.reports import corp as corp_report
+
+pytestmark = pytest.mark.window(n_boot=50, demo=True)
+WAIT_MS = 120_000
+
+
+def _on(qtbot, window, bootstrap=False):
+    if bootstrap:
+        window.corp.toggle.bootstrap.setChecked(True)
+    else:
+        window.corp.toggle.action.setChecked(True)
+    qtbot.waitUntil(lambda: bool(window.canvas.corp[0])
+                    and all(c.has_bands for c in window.canvas.corp[0].values()), timeout=WAIT_MS)
+
+
+def test_corp_is_drawn_once_and_a_bandwidth_move_recomputes_nothing(qtbot, window):
+    assert window.corp.toggle.action in window.view_menu.actions()
+    _on(qtbot, window)
+    names = set(window.canvas.names())
+    assert set(window.canvas.corp[0]) == names
+    drawn = {s.name: s.corp_items for s in window.canvas._series}
+    assert all(items is not None and items.visible for items in drawn.values())
+    counters, asked = dict(corp_report.COUNTERS), window.session.corp.asked
+    step_data = {n: items.step.yData.copy() for n, items in drawn.items()}
+    for h in (0.02, 0.08, 0.15):
+        window.session.set_bandwidth(h)
+        qtbot.wait(20)
+    assert dict(corp_report.COUNTERS) == counters and window.session.corp.asked == asked
+    for s in window.canvas._series:               # the same items, the same data: nothing redrawn
+        assert s.corp_items is drawn[s.name]
+        np.testing.assert_array_equal(s.corp_items.step.yData, step_data[s.name])
+    window.canvas.set_layout("grid")
+    grid = window.canvas.grid_view
+    with_corp = {s.item.color_key: s.corp_items for _, s in grid.all_series() if s.corp_items is not None}
+    faint = {s.item.color_key for _, s in grid.all_series() if s.faint}
+    assert faint == {"none"} and set(with_corp) == names - faint      # the grey reference has no steps
+    window.session.set_bandwidth(0.05)
+    assert dict(corp_report.COUNTERS) == counters
+    assert {s.item.color_key: s.corp_items for _, s in grid.all_series() if s.corp_items is not None} == with_corp
+    window.corp.toggle.action.setChecked(False)
+    assert window.canvas.corp[0] == {} and window.session.corp.asked == asked
+
+
+def test_the_bootstrap_band_and_the_export_carry_the_corp_curves(qtbot, window, tmp_path):
+    _on(qtbot, window, bootstrap=True)
+    assert window.corp.toggle.action.isChecked()
+    assert all(s.corp_items.bootstrap for s in window.canvas._series)
+    panels = window.canvas.figure_panels("grid")
+    assert any(it.corp is not None and it.corp.boot_lo is not None for p in panels for it in p.items)
+    paths = window.canvas.export_figure(tmp_path / "fig.pdf", formats=["pdf"])
+    assert paths[0].stat().st_size > 1000
+
+
+def test_the_mcb_dsc_tab_shows_the_curves_decomposition(qtbot, window):
+    tabs = window.table.tabs
+    tabs.setCurrentWidget(window.corp.tab)
+    qtbot.waitUntil(lambda: len(window.corp.tab.view.points) == len(window.session.evaluation.results),
+                    timeout=WAIT_MS)
+    ev = window.session.evaluation
+    cs = window.session.corp.shown(ev)
+    assert cs is not None and not cs.bands          # the tab alone asks for no bands
+    for p in window.corp.tab.view.points:
+        d = cs.of(p["calibrator"]).decomposition
+        assert p["mcb"] == d["mcb"] and p["dsc"] == d["dsc"]
+        assert p["score"] == pytest.approx(d["score"], abs=1e-12)
