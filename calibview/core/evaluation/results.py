@@ -54,6 +54,9 @@ class CalibratorResult:
     #: the loss whose smoothed regression gives the sharpness band and TOT, as figures name it: "Brier", or
     #: "top-label Brier" for a top-label run, whose Brier score is (confidence - correct)^2
     loss: str = "Brier"
+    #: what the calibration tests say beyond their p-values: ``p_skce_method`` ("quadratic" or "linear"; "" when
+    #: not tested), ``skce`` (the estimate); empty before the resample stage
+    tests: Mapping = field(default_factory=lambda: MappingProxyType({}))
 
     def curve(self, bandwidth: float, kernel: str = "gaussian") -> smoothing.SharpnessCurve:
         """The calibration-sharpness curve at any bandwidth: O(grid), never touches the samples again."""
@@ -114,3 +117,5 @@ class Scored:
     auroc: float = float("nan")                # macro one-vs-rest AUROC (calibview.core.stats.auroc), counted here
     auroc_dist: Optional[np.ndarray] = None    # (n_boot,) or None (no interval, see notes)
     classwise_loo: Mapping = field(default_factory=lambda: MappingProxyType({}))  # B -> (m,) class-wise ECE without each subsample row
+    #: the refinement split's result (calibview.core.stats.corp.refinement.RefinementResult); None without logits
+    refinement: Optional[object] = None
