@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Iterable
 
-from calibview.core.stats.metrics import METRIC_NAMES
+from calibview.core.stats.metrics import METRIC_NAMES, NO_INTERVAL
 from calibview.core.evaluation.results import Evaluation
 from calibview.core.evaluation.toplabel.absent import absent_metrics
 
@@ -83,6 +83,8 @@ def metrics_rows(evaluations: Iterable[Evaluation]) -> list[dict]:
                     est = r.metrics[m]
                     row[m], row[f"{m}_lo"], row[f"{m}_hi"] = ((None, None, None) if m in absent else
                                                               (est.value, est.lo, est.hi))
+                    if m in NO_INTERVAL:                # a p-value has no interval: empty, not a NaN bound
+                        row[f"{m}_lo"] = row[f"{m}_hi"] = None
                 row.update(setting_fields(ev, r.name))
                 row["interval_method"] = interval_methods({m: e for m, e in r.metrics.items() if m not in absent})
                 row["p_skce_method"] = r.tests.get("p_skce_method") or None

@@ -192,8 +192,7 @@ def evaluate_slices(engine, req: EvalRequest, by: str, *, slice_bins: int = SLIC
     notes = list(dict.fromkeys([n for sc in scored.values() for n in sc.notes] + notes))   # the whole split's
     stats = {(nm, s.key): _subset(sc.stats, s, cw.get((nm, s.key), (sc.classwise_sums.get(b), None))[0], b)
              for nm, sc in scored.items() for s in every}
-    # CORP per slice too; the refinement split and the tests are the whole split's only (corp.parts.WHOLE_SPLIT_ONLY)
-    parts = [("common",), ("corp",), ("binned", b), ("kernel", req.bandwidth, req.kernel)]
+    parts = [("common",), ("corp",), ("binned", b), ("kernel", req.bandwidth, req.kernel)]  # no refinement, tests
     values = {key: _points(st, b, parts) for key, st in stats.items()}
     for nm, sc in scored.items():          # auroc needs the probabilities: counted in the class-wise pass
         values[(nm, whole.key)]["auroc"] = sc.auroc
@@ -207,9 +206,8 @@ def evaluate_slices(engine, req: EvalRequest, by: str, *, slice_bins: int = SLIC
                      f"miscalibration; read delta_debiased_ece, or use fewer --bins")
     smooth = len(slices) <= SMOOTH_SLICES if smooth_intervals is None else bool(smooth_intervals)
     if req.n_boot and not smooth:
-        notes.append(f"no {', '.join(SMOOTH_METRICS)} intervals for the {len(slices)} slices (a grid's work per "
-                     f"resample and slice; nor of the CORP decomposition, a PAV fit each; ask for them with "
-                     f"smooth_intervals / --smooth-intervals)")
+        notes.append(f"no {', '.join(SMOOTH_METRICS)} or CORP intervals for the {len(slices)} slices (a grid's or "
+                     f"PAV fit's work per resample and slice; ask for them with smooth_intervals / --smooth-intervals)")
     report(progress, 0.6, "bootstrap of the slices")
     dists = _resample(req, n, stats, active, parts, counts, units, device, cancel, _span(progress, 0.6, 1.0),
                       smooth)

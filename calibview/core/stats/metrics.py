@@ -31,6 +31,9 @@ METRIC_NAMES = (
     "nll_refinement", "nll_calibration", "brier_refinement", "brier_calibration",
 )
 
+#: the metrics that have no interval by definition (p-values): their ``_lo`` / ``_hi`` are empty in every record
+NO_INTERVAL = ("p_ece", "p_skce")
+
 #: One-line conventions shown in the UI, the CLI help and the CSV documentation.
 METRIC_HELP = {
     "accuracy": "fraction of samples whose arg-max is the label",
