@@ -28,6 +28,20 @@ class Estimate:
     hi: float
     method: str = ""
 
+    def _key(self) -> tuple:
+        return tuple(None if isinstance(x, float) and x != x else x for x in (self.value, self.lo, self.hi)) + \
+            (self.method,)
+
+    def __eq__(self, other) -> bool:
+        """Equal fields, NaN equal to NaN: a missing value or interval (a K > 2 run's binary-only metric, a
+        p-value's bounds) is the same absence in both."""
+        if not isinstance(other, Estimate):
+            return NotImplemented
+        return self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
 
 @dataclass(frozen=True)
 class CalibratorResult:
