@@ -197,8 +197,9 @@ def rankings(evaluations: Iterable[Evaluation]) -> tuple[list[dict], list[str]]:
             messages.append(f"{ev0.run.name}: the ranking by {m} changes across settings: {text}")
         for ev, (b, h, k), values, ranks in per_setting:
             views = _views_differ(values, ranks)
-            if views:
-                messages.append(f"{ev0.run.name}: at bandwidth {h:g} {k}, {views}")
+            msg = f"{ev0.run.name}: at bandwidth {h:g} {k}, {views}"
+            if views and msg not in messages:          # CAL has no bins: once per bandwidth and kernel
+                messages.append(msg)
             for r in ev.results:
                 note = ", ".join([f"the ranking by {m} changes across settings" for m in changed] +
                                  ([views] if views else []))
