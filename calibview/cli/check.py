@@ -27,6 +27,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-class-ece", type=float, default=limits.max_class_ece)
     p.add_argument("--max-high-conf-gap", type=float, default=limits.max_high_conf_gap)
     p.add_argument("--high-conf", type=float, default=limits.high_conf)
+    p.add_argument("--min-p-ece", type=float, default=limits.min_p_ece, metavar="P",
+                   help="fail when the ECE calibration test's p-value (consistency resampling, --n-boot redraws) is "
+                        "below P (pass or fail, never inconclusive; default: not checked)")
+    p.add_argument("--min-p-skce", type=float, default=limits.min_p_skce, metavar="P",
+                   help="fail when the SKCE kernel calibration test's p-value is below P (default: not checked)")
     p.add_argument("--decide-on", choices=DECIDE_ON, default=limits.decide_on,
                    help="interval (default): pass when the whole interval is within the limit, fail when it is all "
                         "beyond, inconclusive otherwise; point: compare the point estimate")
@@ -75,7 +80,7 @@ def run(args) -> int:
     split = args.split or config["provenance"]["eval_split"]
     limits = Limits(max_ece=args.max_ece, max_class_ece=args.max_class_ece, max_high_conf_gap=args.max_high_conf_gap,
                     high_conf=args.high_conf, use_bound=args.use_bound, min_slice=args.min_slice,
-                    decide_on=args.decide_on)
+                    decide_on=args.decide_on, min_p_ece=args.min_p_ece, min_p_skce=args.min_p_skce)
     checked = evaluate_config(Engine(), config, args.file, split, min_slice=args.min_slice, n_boot=args.n_boot,
                               device=args.device, path=args.config)
     rows = criteria(config, checked, limits) + weights

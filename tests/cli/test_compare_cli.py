@@ -10,6 +10,7 @@ import pytest
 
 from calibview.cli import main
 from calibview.core.reports.contrasts import compare_columns
+from calibview.core.evaluation.toplabel.absent import BINARY_METRICS
 from calibview.core.stats.metrics import METRIC_NAMES
 
 BRIER, FLSD, C100 = "resnet110-brier/cifar10", "resnet110-flsd53/cifar10", "resnet110-brier/cifar100"
@@ -56,6 +57,9 @@ def test_deltas_are_differences_to_the_reference_and_marks_follow_the_intervals(
     for cal in ("none", "ts"):
         ref, other = by[(FLSD, cal)], by[(BRIER, cal)]
         for m in METRIC_NAMES:
+            if m in BINARY_METRICS:                   # K = 10: absent, empty, no difference
+                assert ref[m] == other[f"delta_{m}"] == ""
+                continue
             assert float(ref[f"delta_{m}"]) == 0.0 and ref[f"delta_{m}_lo"] == "" and ref[f"significant_{m}"] == ""
             delta = _number(other[f"delta_{m}"])
             assert delta == pytest.approx(_number(other[m]) - _number(ref[m]), abs=1e-15, nan_ok=True), m

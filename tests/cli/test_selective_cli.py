@@ -99,7 +99,8 @@ def test_metrics_carry_the_new_columns_with_intervals(report, demo_file):
     rows = _read(report / "metrics.csv")
     header = list(rows[0])
     assert header.index("sharpness_gap_hi") < header.index("aurc")       # appended: old positions unchanged
-    assert list(METRIC_NAMES[-len(NEW):]) == list(NEW)
+    at = METRIC_NAMES.index("aurc")                                       # a block after the first columns
+    assert list(METRIC_NAMES[at:at + len(NEW)]) == list(NEW) and at == METRIC_NAMES.index("sharpness_gap") + 1
     none = next(r for r in rows if r["calibrator"] == "none")
     for m in NEW:
         assert float(none[m + "_lo"]) <= float(none[m + "_hi"]), m       # cifar10: within the AUROC budget

@@ -16,7 +16,8 @@ from PySide6.QtCore import Qt  # noqa: E402
 from calibview.core.evaluation.engine import evaluate  # noqa: E402
 from calibview.core.evaluation.request import EvalRequest  # noqa: E402
 from calibview.core.io.writer import write_run  # noqa: E402
-from calibview.core.stats.metrics import METRIC_NAMES  # noqa: E402
+from calibview.core.stats.metrics import METRIC_NAMES, NO_INTERVAL  # noqa: E402
+from calibview.core.evaluation.toplabel.absent import BINARY_METRICS  # noqa: E402
 from calibview.core.reports.tables import metrics_csv, metrics_rows  # noqa: E402
 from calibview.gui.views.metrics_table import VALUE_TEXT_ROLE, MetricsTable  # noqa: E402
 
@@ -24,7 +25,9 @@ DISPLAY, USER, TOOLTIP = Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.UserRole, 
 EXPECTED_HEADERS = ["Calibrator", "Acc %", "NLL", "Brier ×100", "Brier (top) ×100", "ECE %", "RMSCE %", "MCE %",
                     "ACE %", "CW-ECE %", "dECE %", "smECE %", "CAL ×100", "TOT ×100", "Sharp. gap ×100",
                     "AURC ×100", "E-AURC ×100", "Acc@80 %",
-                    "Acc@90 %", "Acc@95 %", "Cov@95 %", "Cov@99 %", "AUROC", "AUROC (correct)"]
+                    "Acc@90 %", "Acc@95 %", "Cov@95 %", "Cov@99 %", "AUROC", "AUROC (correct)", "MCB ×100",
+                    "DSC ×100", "UNC ×100", "MCB (log)", "DSC (log)", "UNC (log)", "p (ECE)", "p (SKCE)",
+                    "NLL refinement", "NLL calibration", "Brier refinement ×100", "Brier calibration ×100"]
 CELL = re.compile(r"^(\S+)(?: \[(\S+), (\S+)\])?$")
 
 
@@ -107,11 +110,17 @@ def test_every_cell_shows_the_evaluation_numbers(table, demo_ev):
             idx = model.index(row, col)
             est = result.metrics[m]
             text = model.data(idx, DISPLAY)
+            if m in BINARY_METRICS:                        # K = 100: the log score's decomposition is K = 2's
+                assert text == "n/a (K > 2)"
+                continue
             assert "nan" not in text.lower() and "inf" not in text.lower()
             value, lo, hi = CELL.match(text).groups()
             scale = 100.0 if headers[col].endswith(("%", "×100")) else 1.0
             assert _close(value, est.value, scale), (m, text, est)
-            assert lo is not None and _close(lo, est.lo, scale) and _close(hi, est.hi, scale), (m, text, est)
+            if m in NO_INTERVAL:                           # a p-value: no interval
+                assert lo is None, (m, text)
+            else:
+                assert lo is not None and _close(lo, est.lo, scale) and _close(hi, est.hi, scale), (m, text, est)
             assert model.data(idx, USER) == est.value        # the exact float, no rounding
             assert repr(est.value) in model.data(idx, TOOLTIP)
 
@@ -127,7 +136,12 @@ def test_csv_text_is_the_cli_csv_and_parses_back_to_the_table(table, demo_ev, tm
     for i, (row, result) in enumerate(zip(rows, demo_ev.results)):
         for col, m in enumerate(METRIC_NAMES, start=1):
             est = result.metrics[m]
-            assert (float(row[m]), float(row[f"{m}_lo"]), float(row[f"{m}_hi"])) == (est.value, est.lo, est.hi)
+            if m in BINARY_METRICS:                        # absent: empty cells
+                assert row[m] == row[f"{m}_lo"] == ""
+                continue
+            bounds = (None, None) if m in NO_INTERVAL else (est.lo, est.hi)     # a p-value's: empty
+            got = tuple(float(row[c]) if row[c] else None for c in (f"{m}_lo", f"{m}_hi"))
+            assert (float(row[m]),) + got == (est.value,) + bounds
             assert float(row[m]) == model.data(model.index(i, col), USER)
 
 
@@ -282,6 +296,8 @@ def test_precision_is_fixed_per_column_and_matches_the_shared_convention(table, 
         result = demo_ev.results[row]
         for col, m in enumerate(METRIC_NAMES, start=1):
             est = result.metrics[m]
+            if m in BINARY_METRICS:
+                continue
             assert model.data(model.index(row, col), DISPLAY) == units.fmt_estimate(m, est.value, est.lo, est.hi)
             text = model.data(model.index(row, col), VALUE_TEXT_ROLE)
             if "." in text:

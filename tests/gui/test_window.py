@@ -8,7 +8,9 @@ import pytest
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from calibview.cli import main as cli_main
+from calibview.core.evaluation.toplabel.absent import BINARY_METRICS
 from calibview.core.reports.tables import metric_columns
+from calibview.core.stats.metrics import NO_INTERVAL
 from calibview.gui.main_window import bandwidth_to_slider, slider_to_bandwidth
 
 WAIT_MS = 120_000
@@ -115,7 +117,11 @@ def test_exports(qtbot, window, demo_file, tmp_path):
     for row, r in zip(rows, ev.results):
         assert row["calibrator"] == r.name
         for m, est in r.metrics.items():
-            assert float(row[m]) == est.value and float(row[m + "_lo"]) == est.lo
+            if not row[m]:                              # empty: absent here (K > 2's log CORP)
+                assert m in BINARY_METRICS and np.isnan(est.value)
+                continue
+            lo = float(row[m + "_lo"]) if row[m + "_lo"] else None     # a p-value has no interval
+            assert float(row[m]) == est.value and lo == (None if m in NO_INTERVAL else est.lo)
     assert window.export("curves", str(tmp_path / "c.csv"))
     assert window.export("json", str(tmp_path / "c.json"))
 

@@ -8,11 +8,15 @@ that :meth:`LRUCache.forget_file <calibview.core.evaluation.cache.LRUCache.forge
     ("score", *fit_key[1:], eval split, n_boot, seed, device)              -> results.Scored
     ("point", *score_key[1:], *part)                                       -> stats.points.compute_part's dict
     ("dist", *score_key[1:], *part)                                        -> metric -> (n_boot,) float64
+    ("tests", *score_key[1:], "ece", B) | ("tests", *score_key[1:], "skce") -> a p-value | stats.corp.parts'
+                                                                               skce_test dict
     ("counts", N, K, n_boot, seed)                                         -> (n_boot, units) uint8 tensor
     ("units", N, K, seed)                                                  -> (N,) int64 tensor, or None
 
-A *part* is a group of metrics computed together: ``("common",)``, ``("binned", B)`` or ``("kernel", bandwidth,
-kernel)`` (:mod:`calibview.core.stats.points`). Resample counts and units depend on (N, K, n_boot, seed) only, so
+A *part* is a group of metrics computed together: ``("common",)``, ``("corp",)`` (the bandwidth-free CORP
+decomposition and refinement split), ``("binned", B)`` or ``("kernel", bandwidth, kernel)``
+(:mod:`calibview.core.stats.points`). The calibration tests' p-values are no part: one number each, drawn in the
+resample stage. Resample counts and units depend on (N, K, n_boot, seed) only, so
 runs on the same samples share them (paired comparisons).
 """
 
@@ -101,6 +105,8 @@ class Job:
         self.fitted: dict[str, calib.Fitted] = {}
         self.scored: dict[str, Scored] = {}
         self.dists: dict[tuple, dict] = {}
+        #: the calibration tests of this request (test key -> result), whatever the cache keeps
+        self.tests: dict[tuple, object] = {}
         self.counters = {"fitted": [], "reused": [], "scored": [], "resampled": []}
         self.timings: dict[str, float] = {}
         self.budget = req.max_memory or memory.DEFAULT_MAX_MEMORY
@@ -132,10 +138,21 @@ class Job:
         """The key of the bootstrap distributions of ``part`` of calibrator ``name``."""
         return ("dist",) + self.score_key(name)[1:] + part
 
+    def test_key(self, name: str, *which) -> tuple:
+        """The key of a calibration test of calibrator ``name``: ``("ece", B)`` or ``("skce",)``."""
+        return ("tests",) + self.score_key(name)[1:] + tuple(which)
+
+    def test(self, name: str, *which):
+        """The calibration test ``which`` (:meth:`test_key`) of calibrator ``name``: this request's, else the
+        cache's, else None (not tested yet)."""
+        key = self.test_key(name, *which)
+        return self.tests[key] if key in self.tests else self.cache.get(key)
+
     def parts(self) -> list[tuple]:
-        """The metric parts the settings need: common, binned per bin count, kernel per (bandwidth, kernel)."""
+        """The metric parts the settings need: common, corp, binned per bin count, kernel per (bandwidth,
+        kernel)."""
         kernels = list(dict.fromkeys((s.bandwidth, s.kernel) for s in self.settings))
-        return [("common",)] + [("binned", b) for b in self.all_bins] + [("kernel", h, kn) for h, kn in kernels]
+        return [("common",), ("corp",)] + [("binned", b) for b in self.all_bins] + [("kernel", h, kn) for h, kn in kernels]
 
     # --- inputs --------------------------------------------------------------------------------------------------
 
@@ -193,13 +210,14 @@ class Job:
         :meth:`point_key`: :func:`~calibview.core.stats.points.compute_part`'s dict."""
         sc = self.scored[name]
         return self.cache.get_or_build(self.point_key(name, part),
-                                       lambda: compute_part(sc.stats, sc.classwise_sums, part))
+                                       lambda: compute_part(sc.stats, sc.classwise_sums, part,
+                                                            refinement=sc.refinement))
 
     def distributions(self, name: str, b: int, s: Setting) -> dict:
         """metric -> (n_boot,) float64 bootstrap distribution of calibrator ``name`` at bin count ``b`` and
         setting ``s`` (empty before the resample stage); TOT shares the Brier score's."""
         sc, dists = self.scored[name], {}
-        for part in (("common",), ("binned", b), ("kernel", s.bandwidth, s.kernel)):
+        for part in (("common",), ("corp",), ("binned", b), ("kernel", s.bandwidth, s.kernel)):
             dists.update(self.dists.get((name, part)) or self.cache.get(self.dist_key(name, part)) or {})
         if sc.classwise_dist.get(b) is not None and dists:
             dists["classwise_ece"] = sc.classwise_dist[b]

@@ -1,14 +1,16 @@
 """The flat records of evaluations: one dict per run x member x calibrator x setting, with the identity (``member``:
 None for a run without members, "ensemble" or the member's index for one with them), every metric's
 value and interval (``<metric>``, ``<metric>_lo``, ``<metric>_hi``) and the settings that produced it. They are
-the rows of metrics.csv and of ``metrics --json``, and the base of the comparison, slice and release records."""
+the rows of metrics.csv and of ``metrics --json``, and the base of the comparison, slice and release records.
+After ``interval_method`` comes ``p_skce_method``: which SKCE estimator gave ``p_skce`` ("quadratic" or "linear";
+None when it was not tested: no resamples)."""
 
 from __future__ import annotations
 
 import json
 from typing import Iterable
 
-from calibview.core.stats.metrics import METRIC_NAMES
+from calibview.core.stats.metrics import METRIC_NAMES, NO_INTERVAL
 from calibview.core.evaluation.results import Evaluation
 from calibview.core.evaluation.toplabel.absent import absent_metrics
 
@@ -20,11 +22,11 @@ SETTING_COLUMNS = ("fit_split", "eval_split", "n", "k", "bins", "bandwidth", "ke
 
 def metric_columns() -> list[str]:
     """The keys of a record, in order: ID_COLUMNS, ``member``, value/_lo/_hi per metric, SETTING_COLUMNS, then
-    ``interval_method`` (:func:`interval_methods`)."""
+    ``interval_method`` (:func:`interval_methods`) and ``p_skce_method``."""
     cols = list(ID_COLUMNS) + ["member"]
     for m in METRIC_NAMES:
         cols += [m, f"{m}_lo", f"{m}_hi"]
-    return cols + list(SETTING_COLUMNS) + ["interval_method"]
+    return cols + list(SETTING_COLUMNS) + ["interval_method", "p_skce_method"]
 
 
 def run_groups(evaluations: Iterable[Evaluation]) -> list[list[Evaluation]]:
@@ -81,7 +83,10 @@ def metrics_rows(evaluations: Iterable[Evaluation]) -> list[dict]:
                     est = r.metrics[m]
                     row[m], row[f"{m}_lo"], row[f"{m}_hi"] = ((None, None, None) if m in absent else
                                                               (est.value, est.lo, est.hi))
+                    if m in NO_INTERVAL:                # a p-value has no interval: empty, not a NaN bound
+                        row[f"{m}_lo"] = row[f"{m}_hi"] = None
                 row.update(setting_fields(ev, r.name))
                 row["interval_method"] = interval_methods({m: e for m, e in r.metrics.items() if m not in absent})
+                row["p_skce_method"] = r.tests.get("p_skce_method") or None
                 rows.append(row)
     return rows

@@ -28,6 +28,20 @@ class Estimate:
     hi: float
     method: str = ""
 
+    def _key(self) -> tuple:
+        return tuple(None if isinstance(x, float) and x != x else x for x in (self.value, self.lo, self.hi)) + \
+            (self.method,)
+
+    def __eq__(self, other) -> bool:
+        """Equal fields, NaN equal to NaN: a missing value or interval (a K > 2 run's binary-only metric, a
+        p-value's bounds) is the same absence in both."""
+        if not isinstance(other, Estimate):
+            return NotImplemented
+        return self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
 
 @dataclass(frozen=True)
 class CalibratorResult:
@@ -54,6 +68,9 @@ class CalibratorResult:
     #: the loss whose smoothed regression gives the sharpness band and TOT, as figures name it: "Brier", or
     #: "top-label Brier" for a top-label run, whose Brier score is (confidence - correct)^2
     loss: str = "Brier"
+    #: what the calibration tests say beyond their p-values: ``p_skce_method`` ("quadratic" or "linear"; "" when
+    #: not tested), ``skce`` (the estimate); empty before the resample stage
+    tests: Mapping = field(default_factory=lambda: MappingProxyType({}))
 
     def curve(self, bandwidth: float, kernel: str = "gaussian") -> smoothing.SharpnessCurve:
         """The calibration-sharpness curve at any bandwidth: O(grid), never touches the samples again."""
@@ -114,3 +131,5 @@ class Scored:
     auroc: float = float("nan")                # macro one-vs-rest AUROC (calibview.core.stats.auroc), counted here
     auroc_dist: Optional[np.ndarray] = None    # (n_boot,) or None (no interval, see notes)
     classwise_loo: Mapping = field(default_factory=lambda: MappingProxyType({}))  # B -> (m,) class-wise ECE without each subsample row
+    #: the refinement split's result (calibview.core.stats.corp.refinement.RefinementResult); None without logits
+    refinement: Optional[object] = None

@@ -192,7 +192,7 @@ def evaluate_slices(engine, req: EvalRequest, by: str, *, slice_bins: int = SLIC
     notes = list(dict.fromkeys([n for sc in scored.values() for n in sc.notes] + notes))   # the whole split's
     stats = {(nm, s.key): _subset(sc.stats, s, cw.get((nm, s.key), (sc.classwise_sums.get(b), None))[0], b)
              for nm, sc in scored.items() for s in every}
-    parts = [("common",), ("binned", b), ("kernel", req.bandwidth, req.kernel)]
+    parts = [("common",), ("corp",), ("binned", b), ("kernel", req.bandwidth, req.kernel)]  # no refinement, tests
     values = {key: _points(st, b, parts) for key, st in stats.items()}
     for nm, sc in scored.items():          # auroc needs the probabilities: counted in the class-wise pass
         values[(nm, whole.key)]["auroc"] = sc.auroc
@@ -206,8 +206,8 @@ def evaluate_slices(engine, req: EvalRequest, by: str, *, slice_bins: int = SLIC
                      f"miscalibration; read delta_debiased_ece, or use fewer --bins")
     smooth = len(slices) <= SMOOTH_SLICES if smooth_intervals is None else bool(smooth_intervals)
     if req.n_boot and not smooth:
-        notes.append(f"no {', '.join(SMOOTH_METRICS)} intervals for the {len(slices)} slices (a grid's work per "
-                     f"resample and slice; ask for them with smooth_intervals / --smooth-intervals)")
+        notes.append(f"no {', '.join(SMOOTH_METRICS)} or CORP intervals for the {len(slices)} slices (a grid's or "
+                     f"PAV fit's work per resample and slice; ask for them with smooth_intervals / --smooth-intervals)")
     report(progress, 0.6, "bootstrap of the slices")
     dists = _resample(req, n, stats, active, parts, counts, units, device, cancel, _span(progress, 0.6, 1.0),
                       smooth)
@@ -438,7 +438,7 @@ def _resample(req, n, stats, active, parts, counts, units, device, cancel, progr
                     for part in parts:
                         # the whole split always gets every interval (its record is the metrics row)
                         full = smooth or s.name is None
-                        if part[0] == "kernel" and not full:
+                        if part[0] in ("kernel", "corp") and not full:
                             continue
                         out = resample_part(boots[(nm, s.key)], sub, part, smooth=full)
                         for metric, v in out.items():
@@ -479,6 +479,7 @@ def _record(req, run, by, name, s: Slice, values, dists, k, b, min_slice) -> dic
     rec.update(setting_fields(SimpleNamespace(request=req, n_eval=s.n, k=k, n_bins=b), name))
     rec["interval_method"] = json.dumps({m: v for m, v in methods.items() if v}, sort_keys=True,
                                         separators=(",", ":"))
+    rec["p_skce_method"] = None
     rec["slice_column"], rec["slice"] = by, s.name
     rec.update(deltas)
     lo, hi = rec["delta_ece_lo"], rec["delta_ece_hi"]

@@ -42,6 +42,8 @@ from calibview.core.io.toplabel.format import is_toplabel
 from calibview.core.stats import auroc as au
 from calibview.core.stats.bootstrap import ClasswiseBootstrap, SampleBootstrap, mixed_classes
 from calibview.core.stats import jackknife
+from calibview.core.stats.corp import parts as corp_parts
+from calibview.core.stats.corp.refinement import Refinement
 from calibview.core.stats.resampling import Resampler
 from calibview.core.stats.metrics import METRIC_NAMES, StatsAccumulator, chunk_rows
 from calibview.core.stats.points import resample_part
@@ -181,23 +183,27 @@ def scoring_pass(job: Job, scores, labels, items, counts, units, note, span) -> 
                 if counts is not None and cw_note is None and not two_pass else None) for nm in names}
     base_pred = torch.empty(n, dtype=torch.int64, device=job.device)
     pos = {nm: torch.empty(n, dtype=torch.float64, device=job.device) for nm in names}
+    refs = {nm: Refinement(n, k, r.seed) for nm in names}
     for start, z, y in split_chunks(job, scores, labels):
         check_cancel(job.cancel)
         stream.trim_heap()          # the previous chunk's temporaries: see stream.trim_heap (in memory too)
         base_pred[start:start + z.shape[0]] = z.argmax(dim=1)
         for nm in names:
-            accs[nm].add(start, job.fitted[nm].apply(z), y, _on_chunk(pos[nm], cws[nm]))
+            accs[nm].add(start, job.fitted[nm].apply(z), y, _on_chunk(pos[nm], cws[nm], refs[nm]))
         stop = start + z.shape[0]
         report(job.progress, span[0] + (span[1] - span[0]) * stop / n * 0.5,
                f"scoring {label}: {stop:,} of {n:,} rows")
     base_pred = base_pred.cpu().numpy()
     stats = {nm: accs[nm].result(labels) for nm in names}
+    for nm in names:
+        refs[nm].nodes()
     if two_pass:
         cws = {nm: restricted_classwise(job, counts, stats[nm], bins[nm]) for nm in names}
     # the class-wise jackknife (BCa's acceleration) reads the final class-wise sums, so it runs in the rank pass
     jk = {nm: (jackknife.subsample_rows(n, r.seed), {b: accs[nm].classwise_sums(b) for b in bins[nm]})
           for nm in names} if r.n_boot else {}
-    aurocs, loos = rank_pass(job, scores, labels, names, pos, counts, units, span, cws if two_pass else {}, jk)
+    aurocs, loos = rank_pass(job, scores, labels, names, pos, counts, units, span, cws if two_pass else {}, jk,
+                             refs)
     for nm in names:
         check_cancel(job.cancel)
         dists, notes = {}, []
@@ -213,6 +219,10 @@ def scoring_pass(job: Job, scores, labels, items, counts, units, note, span) -> 
             notes.append(cw_note)
             dists = {b: None for b in bins[nm]}
         auroc, auroc_dist, auroc_note = aurocs[nm]
+        refinement = refs[nm].result(bool(np.isfinite(stats[nm].nll).all()))
+        refs[nm] = None
+        if refinement.note:
+            notes.append(refinement.note)
         if auroc_note:      # routine above the work budget (documented), so information, not a warning
             log.info("%s %s: %s", job.run_info.name, nm, auroc_note)
         scored = Scored(stats=stats[nm], bins=bins[nm],
@@ -221,7 +231,7 @@ def scoring_pass(job: Job, scores, labels, items, counts, units, note, span) -> 
                         classwise_dist=MappingProxyType(dists),
                         argmax_changed=float((stats[nm].pred != base_pred).mean()),
                         notes=tuple(notes),
-                        auroc=auroc, auroc_dist=auroc_dist)
+                        auroc=auroc, auroc_dist=auroc_dist, refinement=refinement)
         job.scored[nm] = job.cache.put(job.score_key(nm), scored)
         job.counters["scored"].append((nm, r.eval_split))
         accs[nm] = cws[nm] = None
@@ -236,14 +246,16 @@ def split_chunks(job: Job, scores, labels):
 
 
 def rank_pass(job: Job, scores, labels, names, pos, counts, units, span, classwise: dict,
-              jk: dict) -> tuple[dict, dict]:
+              jk: dict, refs: Optional[dict] = None) -> tuple[dict, dict]:
     """(name -> (auroc, (n_boot,) resampled auroc or None, note or None), name -> B -> (m,) class-wise ECE
     without each row of the jackknife subsample): the second application of each calibrator to the chunks
     counts every probability against the (N,) positives ``pos[name]`` collected while scoring
     (:mod:`calibview.core.stats.auroc`), feeds ``classwise[name]`` (a restricted :class:`ClasswiseBootstrap`,
     when the scoring pass left it out) and ``jk[name]`` ((sorted subsample rows, B -> (K, B) class-wise sums),
-    :mod:`calibview.core.stats.jackknife`); when the AUROC interval is affordable the (N, K) float64
-    probability matrix is kept for it."""
+    :mod:`calibview.core.stats.jackknife`) and ``refs[name]`` (the refinement split's exact derivatives at its
+    first temperatures, :mod:`calibview.core.stats.corp.refinement`); when the AUROC interval is affordable the
+    (N, K) float64 probability matrix is kept for it."""
+    refs = refs or {}
     r, n, k = job.req, job.n, job.k
     note = au.boot_note(r.n_boot, n, k) if r.n_boot else None
     if r.n_boot and note is None and counts is None:
@@ -260,7 +272,10 @@ def rank_pass(job: Job, scores, labels, names, pos, counts, units, span, classwi
         stream.trim_heap()
         stop = start + z.shape[0]
         for nm in names:
-            p = job.fitted[nm].apply(z).exp_()          # in place: the log-probabilities are not needed here
+            lp = job.fitted[nm].apply(z)
+            if nm in refs:
+                refs[nm].add_node(start, lp, y)
+            p = lp.exp_()                              # in place: the log-probabilities are not needed after
             counters[nm].add(p)
             if nm in jk:
                 _jackknife_chunk(loo[nm], *jk[nm], start, p, y, n)
@@ -297,11 +312,13 @@ def restricted_classwise(job: Job, counts, stats, bins) -> ClasswiseBootstrap:
     return ClasswiseBootstrap(counts, job.k, columns=cols if len(cols) < job.k // 2 else None, device=job.device)
 
 
-def _on_chunk(pos: torch.Tensor, cw: Optional[ClasswiseBootstrap]):
-    """The scoring pass's per-chunk consumer: keep each row's label probability for the AUROC (before the
-    class-wise accumulator, which overwrites the probabilities)."""
+def _on_chunk(pos: torch.Tensor, cw: Optional[ClasswiseBootstrap], ref: Optional[Refinement] = None):
+    """The scoring pass's per-chunk consumer: keep each row's label probability for the AUROC and feed the
+    refinement split (both before the class-wise accumulator, which overwrites the probabilities)."""
     def consume(start, lp, p, y):
         pos[start:start + p.shape[0]] = au.positives(p, y)
+        if ref is not None:
+            ref.add(start, lp, p, y)
         if cw is not None:
             cw.add(start, lp, p, y)
     return consume
@@ -312,8 +329,10 @@ def _on_chunk(pos: torch.Tensor, cw: Optional[ClasswiseBootstrap]):
 def resample_stage(job: Job) -> None:
     """Fill ``job.dists`` (needs ``job.scored``): for each calibrator and metric part (``job.parts()``) not in the
     cache (key ``job.dist_key``), metric -> (n_boot,) float64 over the request's resamples, drawn block by block
-    (:class:`~calibview.core.stats.resampling.Resampler`); counted in ``job.counters["resampled"]``."""
+    (:class:`~calibview.core.stats.resampling.Resampler`); counted in ``job.counters["resampled"]``. Then the
+    calibration tests (:func:`test_stage`)."""
     todo = {nm: [p for p in job.parts() if job.cache.get(job.dist_key(nm, p)) is None] for nm in job.names}
+    test_stage(job)
     todo = {nm: parts for nm, parts in todo.items() if parts}
     if not todo:
         return
@@ -323,7 +342,8 @@ def resample_stage(job: Job) -> None:
     counts = job.cache.get(("counts", job.n, job.k, r.n_boot, r.seed))
     resampler = Resampler(job.n, r.n_boot, r.seed, device=job.device, units=units)
     boots = {nm: SampleBootstrap(job.scored[nm].stats, device=job.device, units=units,
-                                 tick=lambda: check_cancel(job.cancel)) for nm in todo}
+                                 tick=lambda: check_cancel(job.cancel), refinement=job.scored[nm].refinement)
+             for nm in todo}
     values: dict = {(nm, p): {} for nm, parts in todo.items() for p in parts}
     # Blocks outer (each drawn once) for samples; calibrators outer for groups of a large split, where a block
     # is cheap and one calibrator's O(N) helpers at a time keep the memory down.
@@ -351,6 +371,27 @@ def resample_stage(job: Job) -> None:
         job.dists[(nm, p)] = job.cache.put(job.dist_key(nm, p), {m: np.concatenate(v) for m, v in metrics.items()})
         job.counters["resampled"].append(f"{nm}:{' '.join(str(x) for x in p)}")
     job.timings["bootstrap"] = time.perf_counter() - t1
+
+
+def test_stage(job: Job) -> None:
+    """The calibration tests of every calibrator not in the cache (keys ``job.test_key``): the p-value of the ECE
+    at each bin count of the settings and the SKCE test, ``n_boot`` redraws with the request's seed
+    (:mod:`calibview.core.stats.corp.parts`); counted in ``job.counters["resampled"]`` as "name:tests ece B" and
+    "name:tests skce"."""
+    r = job.req
+    for nm in job.names:
+        st = job.scored[nm].stats
+        for b in job.all_bins:
+            if job.test(nm, "ece", b) is None:
+                check_cancel(job.cancel)
+                key = job.test_key(nm, "ece", b)
+                job.tests[key] = job.cache.put(key, corp_parts.p_ece(st.conf, st.correct, b, r.n_boot, r.seed))
+                job.counters["resampled"].append(f"{nm}:tests ece {b}")
+        if job.test(nm, "skce") is None:
+            check_cancel(job.cancel)
+            key = job.test_key(nm, "skce")
+            job.tests[key] = job.cache.put(key, corp_parts.skce_test(st.conf, st.correct, r.n_boot, r.seed))
+            job.counters["resampled"].append(f"{nm}:tests skce")
 
 
 # --- results -------------------------------------------------------------------------------------------------------
@@ -386,7 +427,11 @@ def calibrator_result(job: Job, name: str, b: int, s: Setting, pending: bool) ->
     sc, fitted = job.scored[name], job.fitted[name]
     common, binned = job.point(name, ("common",)), job.point(name, ("binned", b))
     kern = job.point(name, ("kernel", s.bandwidth, s.kernel))
-    values = {**common["values"], **binned["values"], **kern["values"], "auroc": sc.auroc}
+    skce = job.test(name, "skce") or {}
+    p_ece = job.test(name, "ece", b)
+    values = {**common["values"], **job.point(name, ("corp",))["values"], **binned["values"], **kern["values"],
+              "auroc": sc.auroc, "p_ece": float("nan") if p_ece is None else p_ece,
+              "p_skce": skce.get("p_skce", float("nan"))}
     dists = job.distributions(name, b, s) if job.req.n_boot else {}
     metrics = estimates(values, dists, sc, b, job.req.level, job.req.interval)
     key = job.dist_key(name, ("kernel", s.bandwidth, s.kernel)) + ("band", job.req.level)
@@ -404,7 +449,8 @@ def calibrator_result(job: Job, name: str, b: int, s: Setting, pending: bool) ->
         per_class_ece=_frozen(binned["per_class_ece"]), per_class_accuracy=_frozen(common["per_class_accuracy"]),
         per_class_count=_frozen(common["per_class_count"]), smece_sigma=common["sigma"],
         argmax_changed=sc.argmax_changed, warnings=tuple(warnings), curve_band=band,
-        loss="top-label Brier" if is_toplabel(job.run_info) else "Brier")
+        loss="top-label Brier" if is_toplabel(job.run_info) else "Brier",
+        tests=MappingProxyType({k: v for k, v in skce.items() if k != "p_skce"}))
 
 
 def _frozen(a: np.ndarray) -> np.ndarray:

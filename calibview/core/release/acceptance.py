@@ -170,6 +170,7 @@ def criteria(config: Mapping[str, Any], checked: Checked, limits: Limits = Limit
     out.append(_bounded(f"ECE on {checked.split} ({checked.evaluation.n_bins} bins)", ece.value, ece.lo, ece.hi,
                         limits.max_ece, rule, why))
     out.append(_worst_class(checked.class_slices, limits, rule, why))
+    out += _p_values(checked, limits)
     a = rs.audit(checked.stats.conf, checked.stats.correct, [limits.high_conf], float(config["settings"]["level"]))[0]
     label = f"high-confidence gap |conf - acc| at conf >= {limits.high_conf:g} (n={a['n']})"
     if a["n"]:
@@ -224,7 +225,8 @@ def _same(stored: Any, computed: Any) -> bool:
 
 def _metrics_row(config: Mapping[str, Any], checked: Checked) -> Criterion:
     """The stored point estimates against those recomputed on the checked data, when these are the release's
-    eval data (same hash); the intervals are resampled on each run (device, n_boot) and are not compared."""
+    eval data (same hash); the intervals and the calibration tests' p-values are resampled on each run (device,
+    n_boot) and are not compared."""
     name = "stored metrics match those recomputed from FILE"
     if checked.split_sha256 != config["provenance"].get("eval_sha256"):
         return Criterion(name, "not compared", None, None, "match", True,
@@ -232,7 +234,9 @@ def _metrics_row(config: Mapping[str, Any], checked: Checked) -> Criterion:
     from calibview.core.evaluation.toplabel.absent import absent_metrics
 
     absent = absent_metrics(checked.evaluation.run)     # stored as null: a top-label run has no full vector
-    got = {m: v for m, v in checked.result.metrics.items() if m not in absent}
+    from calibview.core.stats.corp.parts import TEST_METRICS
+
+    got = {m: v for m, v in checked.result.metrics.items() if m not in absent and m not in TEST_METRICS}
     stored = config["metrics"]
     known = {key for m in checked.result.metrics for key in (m, f"{m}_lo", f"{m}_hi")}
     bad = sorted(k for k in stored if k not in known)
@@ -315,6 +319,33 @@ def decide(value: float, lo: Optional[float], hi: Optional[float], limit: float,
     if low > limit:
         return "fail", "interval"
     return "inconclusive", "interval"
+
+
+def _p_values(checked: Checked, limits: Limits) -> list[Criterion]:
+    """The calibration tests' criteria that ``limits`` asks for (``min_p_ece``, ``min_p_skce``): pass when the
+    p-value is at least the limit, fail below it (the test rejects calibration at that level) or without a
+    p-value (no resamples). Decided on the p-value itself: never inconclusive."""
+    out = []
+    r, n_boot = checked.result, checked.evaluation.request.n_boot
+    for metric, limit, label in (("p_ece", limits.min_p_ece, f"ECE calibration test p-value "
+                                  f"({checked.evaluation.n_bins} bins, {n_boot} redraws)"),
+                                 ("p_skce", limits.min_p_skce, "SKCE calibration test p-value")):
+        if limit is None:
+            continue
+        p = r.metrics[metric].value
+        if metric == "p_skce" and r.tests.get("p_skce_method"):
+            label += f" ({r.tests['p_skce_method']} estimator)"
+        if p is None or not np.isfinite(p):
+            out.append(Criterion(label, None, None, None, float(limit), "fail", decided_on="point",
+                                 note="no p-value: the tests draw --n-boot outcomes, and n_boot is 0"))
+            continue
+        note = (f"the test rejects calibration at the {limit:g} level" if p < limit else "")
+        if metric == "p_ece" and p <= 1.0 / (n_boot + 1):
+            note = "; ".join(x for x in (note, f"p < 1/(n_boot + 1) = {1.0 / (n_boot + 1):.2g}: the resolution "
+                                                 f"of {n_boot} redraws") if x)
+        out.append(Criterion(label, float(p), None, None, float(limit), "pass" if p >= limit else "fail", note,
+                             "point"))
+    return out
 
 
 def _fallback(rule: str, decided_on: str, why: str) -> str:

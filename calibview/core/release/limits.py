@@ -8,6 +8,7 @@ them."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 from calibview.core.evaluation.defaults import MIN_SLICE
 
@@ -26,7 +27,12 @@ class Limits:
     ``decide_on="interval"`` (the default): a criterion passes when its whole interval is within the limit, fails
     when the whole interval is beyond it, and is inconclusive otherwise; ``"point"`` compares the point estimate
     (pass or fail). ``use_bound="upper"`` compares the interval's upper bound alone (pass or fail), whatever
-    ``decide_on`` says; :attr:`rule` is the rule that applies."""
+    ``decide_on`` says; :attr:`rule` is the rule that applies.
+
+    ``min_p_ece`` / ``min_p_skce`` (None: not checked): the release fails when the calibration test's p-value
+    (``p_ece``, ``p_skce``) is below the limit, the test rejecting calibration at that level. A p-value has no
+    interval, so these pass or fail, never inconclusive; without resamples (``n_boot`` 0) there is no p-value and
+    they fail, saying so."""
 
     max_ece: float = 0.03
     max_class_ece: float = 0.10
@@ -35,6 +41,8 @@ class Limits:
     use_bound: str = "point"          # or "upper": compare the interval's upper bound with the limit
     min_slice: int = MIN_SLICE
     decide_on: str = "interval"       # or "point": compare the point estimate, as before intervals decided
+    min_p_ece: Optional[float] = None
+    min_p_skce: Optional[float] = None
 
     @property
     def rule(self) -> str:

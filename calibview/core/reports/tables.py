@@ -168,14 +168,18 @@ def curves_csv(evaluations: Iterable[Evaluation], bandwidth: float | None = None
 
 
 RANKING_COLUMNS = ("model", "dataset", "split", "bins", "bandwidth", "kernel", "calibrator", "rank_ece", "ece",
-                   "rank_cal", "cal", "rank_brier", "brier", "note")
-RANKED_BY = ("ece", "cal", "brier")
+                   "rank_cal", "cal", "rank_brier", "brier", "rank_corp_mcb", "corp_mcb", "note")
+RANKED_BY = ("ece", "cal", "brier", "corp_mcb")
+#: the bandwidth-free view held against the kernel one: the note says when their orders of calibrators differ
+VIEWS = ("corp_mcb", "cal")
 
 
 def rankings(evaluations: Iterable[Evaluation]) -> tuple[list[dict], list[str]]:
-    """(rows of ranking.csv, messages): for each run and setting, the rank of every calibrator by ECE, CAL and
-    Brier (1 = lowest; ties share the lower rank); a message per run and metric whose order of calibrators
-    changes across the settings (does the conclusion depend on the bandwidth, kernel or bins?)."""
+    """(rows of ranking.csv, messages): for each run and setting, the rank of every calibrator by ECE, CAL,
+    Brier and CORP MCB (1 = lowest; ties share the lower rank); a message per run and metric whose order of
+    calibrators changes across the settings (does the conclusion depend on the bandwidth, kernel or bins?), and
+    per run and setting where the CORP MCB order differs from the CAL order (the bandwidth-free view against the
+    kernel one), said in the note of that setting's rows."""
     rows, messages = [], []
     for group in run_groups(evaluations):
         orders: dict[str, dict[tuple, tuple]] = {m: {} for m in RANKED_BY}
@@ -200,13 +204,35 @@ def rankings(evaluations: Iterable[Evaluation]) -> tuple[list[dict], list[str]]:
             text = "; ".join(f"{' < '.join(o)} at {', '.join(w)}" for o, w in by_order.items())
             messages.append(f"{ev0.run.name}: the ranking by {m} changes across settings: {text}")
         for ev, (b, h, k), values, ranks in per_setting:
+            views = _views_differ(values, ranks)
+            msg = f"{ev0.run.name}: at bandwidth {h:g} {k}, {views}"
+            if views and msg not in messages:          # CAL has no bins: once per bandwidth and kernel
+                messages.append(msg)
             for r in ev.results:
-                note = ", ".join(f"the ranking by {m} changes across settings" for m in changed)
+                note = ", ".join([f"the ranking by {m} changes across settings" for m in changed] +
+                                 ([views] if views else []))
                 rows.append({"model": ev.run.model, "dataset": ev.run.dataset, "split": ev.request.eval_split,
                              "bins": b, "bandwidth": h, "kernel": k, "calibrator": r.name,
                              **{f"rank_{m}": ranks[m][r.name] for m in RANKED_BY},
                              **{m: values[m][r.name] for m in RANKED_BY}, "note": note})
     return rows, messages
+
+
+def _views_differ(values: dict, ranks: dict) -> str:
+    """"the CORP MCB ranking (a < b) differs from the CAL ranking (b < a)" when the two orders of the
+    calibrators differ at one setting (ties in either are read as ties, not as a difference); "" otherwise."""
+    a, b = VIEWS
+    if any(v is None or not np.isfinite(v) for m in VIEWS for v in values[m].values()):
+        return ""
+    names = list(values[a])
+    differ = any((ranks[a][x] - ranks[a][y]) * (ranks[b][x] - ranks[b][y]) < 0 for x in names for y in names)
+    if not differ:
+        return ""
+
+    def order(m):
+        return " < ".join(sorted(names, key=lambda n: (ranks[m][n], n)))
+
+    return f"the CORP MCB ranking ({order(a)}) differs from the CAL ranking ({order(b)})"
 
 
 def _ranks(values: dict[str, float]) -> dict[str, int]:

@@ -45,12 +45,19 @@ _SHORT = {
     "tot": "TOT", "sharpness_gap": "Sharp. gap", "aurc": "AURC", "e_aurc": "E-AURC", "acc_at_cov80": "Acc@80",
     "acc_at_cov90": "Acc@90", "acc_at_cov95": "Acc@95", "cov_at_acc95": "Cov@95", "cov_at_acc99": "Cov@99",
     "auroc": "AUROC", "auroc_correct": "AUROC (correct)",
+    "corp_mcb": "MCB", "corp_dsc": "DSC", "corp_unc": "UNC", "corp_mcb_log": "MCB (log)", "corp_dsc_log": "DSC (log)",
+    "corp_unc_log": "UNC (log)", "p_ece": "p (ECE)", "p_skce": "p (SKCE)", "nll_refinement": "NLL refinement",
+    "nll_calibration": "NLL calibration", "brier_refinement": "Brier refinement",
+    "brier_calibration": "Brier calibration",
 }
 UNITS: dict[str, Unit] = {m: PERCENT for m in (
     "accuracy", "ece", "rmsce", "mce", "ace", "classwise_ece", "debiased_ece", "smece",
     "acc_at_cov80", "acc_at_cov90", "acc_at_cov95", "cov_at_acc95", "cov_at_acc99")}
 UNITS.update({m: TIMES100 for m in ("brier", "brier_top", "cal", "tot", "sharpness_gap", "aurc", "e_aurc")})
 UNITS.update({m: PLAIN for m in ("nll", "auroc", "auroc_correct")})
+UNITS.update({m: TIMES100 for m in ("corp_mcb", "corp_dsc", "corp_unc", "brier_refinement", "brier_calibration")})
+UNITS.update({m: PLAIN for m in ("corp_mcb_log", "corp_dsc_log", "corp_unc_log", "p_ece", "p_skce",
+                                 "nll_refinement", "nll_calibration")})
 #: Quantities of the other views that are not metrics: the decisions table's coverage and mean confidence.
 UNITS.update({"coverage": PERCENT, "confidence": PERCENT})
 _SHORT.update({"coverage": "Coverage", "confidence": "Mean conf."})

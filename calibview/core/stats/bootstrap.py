@@ -239,8 +239,10 @@ class SampleBootstrap:
     """
 
     def __init__(self, stats: SampleStats, *, device: torch.device | str = "cpu",
-                 units: Optional[torch.Tensor] = None, tick=None) -> None:
+                 units: Optional[torch.Tensor] = None, tick=None, refinement=None) -> None:
         self.stats, self.units, self.device = stats, units, torch.device(device)
+        #: the score stage's refinement result (calibview.core.stats.corp.refinement), resampled with CORP
+        self.refinement = refinement
         self.tick = tick or (lambda: None)
         nll = stats.nll
         self.nll_inf = ~np.isfinite(nll)

@@ -25,7 +25,14 @@ METRIC_NAMES = (
     # appended so that positional readers of metrics.csv keep working
     "aurc", "e_aurc", "acc_at_cov80", "acc_at_cov90", "acc_at_cov95", "cov_at_acc95", "cov_at_acc99", "auroc",
     "auroc_correct",
+    # bandwidth-free: the CORP decomposition, the calibration tests' p-values and the refinement split
+    # (calibview.core.stats.corp)
+    "corp_mcb", "corp_dsc", "corp_unc", "corp_mcb_log", "corp_dsc_log", "corp_unc_log", "p_ece", "p_skce",
+    "nll_refinement", "nll_calibration", "brier_refinement", "brier_calibration",
 )
+
+#: the metrics that have no interval by definition (p-values): their ``_lo`` / ``_hi`` are empty in every record
+NO_INTERVAL = ("p_ece", "p_skce")
 
 #: One-line conventions shown in the UI, the CLI help and the CSV documentation.
 METRIC_HELP = {
@@ -58,6 +65,23 @@ METRIC_HELP = {
              "negatives (K = 2: the AUC of p_1); ties count 1/2; as sklearn roc_auc_score(multi_class='ovr', "
              "average='macro') when every class is present",
     "auroc_correct": "ROC AUC of the confidence as a predictor of correctness (ties count 1/2)",
+    "corp_mcb": "CORP miscalibration of the top-label Brier score: mean (conf - correct)^2 minus that of the PAV "
+                "(isotonic) recalibration of conf (Dimitriadis et al. 2021); brier_top = MCB - DSC + UNC",
+    "corp_dsc": "CORP discrimination: UNC minus the PAV-recalibrated top-label Brier score",
+    "corp_unc": "CORP uncertainty: the top-label Brier score of the constant accuracy, acc (1 - acc)",
+    "corp_mcb_log": "CORP miscalibration of the top-label log score (K = 2 only, where that score is the NLL)",
+    "corp_dsc_log": "CORP discrimination of the log score (K = 2 only)",
+    "corp_unc_log": "CORP uncertainty of the log score: binary entropy of the accuracy, nats (K = 2 only)",
+    "p_ece": "p-value of the consistency-resampling test of the ECE (correctness redrawn as Bernoulli(conf), "
+             "n_boot draws, seeded; at least 1/(n_boot + 1)); no interval",
+    "p_skce": "p-value of the SKCE kernel calibration test (Widmann et al. 2019): the quadratic estimator with a "
+              "resampled p-value up to 4,096 samples, the linear one with its normal p-value above "
+              "(p_skce_method); no interval",
+    "nll_refinement": "NLL after a temperature fitted on the evaluation split itself (in-sample, not a calibrator)",
+    "nll_calibration": "nll - nll_refinement (>= 0): what temperature scaling on these samples would remove",
+    "brier_refinement": "full Brier at the NLL's temperature fitted on the evaluation split (nll_refinement's)",
+    "brier_calibration": "brier - brier_refinement: what that temperature removes from the Brier score (usually "
+                         ">= 0; negative when it does not lower the Brier score)",
 }
 
 Bins = Union[int, str]

@@ -1,4 +1,5 @@
-"""Point estimates of the metrics, per part: ``("common",)`` (no setting), ``("binned", B)`` (a bin count) and
+"""Point estimates of the metrics, per part: ``("common",)`` (no setting), ``("corp",)`` (the bandwidth-free CORP
+decomposition and refinement split, :mod:`calibview.core.stats.corp.parts`), ``("binned", B)`` (a bin count) and
 ``("kernel", h, kernel)`` (a bandwidth and kernel), each a function of one calibrator's per-sample vectors
 (:class:`calibview.core.stats.metrics.SampleStats`) and its class-wise bin sums.
 
@@ -13,18 +14,22 @@ from typing import Mapping
 import numpy as np
 
 from calibview.core.stats import smooth_ece, smoothing
+from calibview.core.stats.corp import parts as corp
 from calibview.core.stats.selective import selective_metrics
 from calibview.core.stats.metrics import (SampleStats, binned_metrics, equal_width_table, per_class_accuracy,
                                           wilson_interval)
 
 
-def compute_part(stats: SampleStats, classwise_sums: Mapping[int, np.ndarray], part: tuple) -> dict:
+def compute_part(stats: SampleStats, classwise_sums: Mapping[int, np.ndarray], part: tuple, *,
+                 refinement=None) -> dict:
     """``{"values": {metric: float}, ...}`` plus the part's extras (curve statistics, per-class arrays, the bin
     table with Wilson intervals). ``classwise_sums[B]`` is the (K, B) class-wise bin sums of these samples.
 
     Every metric but ``auroc``, which needs the class probabilities rather than these per-sample vectors: the
     engine counts it while scoring (:mod:`calibview.core.stats.auroc`; :func:`calibview.core.stats.auroc.auroc` for an
-    in-memory subset)."""
+    in-memory subset). ``refinement``: the score stage's
+    :class:`~calibview.core.stats.corp.refinement.RefinementResult` of these samples, or None (no logits: the
+    refinement metrics are NaN)."""
     s = stats
     if part[0] == "common":
         smece, sigma = smooth_ece.smece(s.conf, s.correct)
@@ -35,6 +40,9 @@ def compute_part(stats: SampleStats, classwise_sums: Mapping[int, np.ndarray], p
                            **selective_metrics(s.conf, s.correct)},
                 "sigma": float(sigma), "curve_stats": smoothing.bin_stats(s.conf, s.correct, s.brier),
                 "per_class_accuracy": acc, "per_class_count": count}
+    if part[0] == "corp":
+        return {"values": corp.point_values(s.conf, s.correct, s.k, float(s.nll.mean()), float(s.brier.mean()),
+                                            refinement)}
     if part[0] == "binned":
         b = part[1]
         values = binned_metrics(s.conf, s.correct, b)
@@ -58,4 +66,6 @@ def resample_part(boot, block, part: tuple, *, smooth: bool = True) -> dict:
         return boot.common(block, smooth=smooth)
     if part[0] == "binned":
         return boot.binned(block, part[1])
+    if part[0] == "corp":
+        return corp.resample(boot, block, boot.stats.k, boot.refinement)
     return boot.kernel(block, part[1], part[2], curve=smooth)

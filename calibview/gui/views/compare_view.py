@@ -36,11 +36,11 @@ def cell_text(row: dict, metric: str) -> str:
     the metric's display unit (core.reports.units: the table's convention); the difference and its interval with the
     estimate's decimals."""
     text = units.fmt(metric, row[metric])
-    if row["is_reference"]:
+    if row["is_reference"] or row[f"delta_{metric}"] is None:        # None: a metric these runs do not have
         return text
     text += f"   Δ {_signed(metric, row[f'delta_{metric}'])}"
     lo, hi = row[f"delta_{metric}_lo"], row[f"delta_{metric}_hi"]
-    if math.isfinite(lo) and math.isfinite(hi):
+    if lo is not None and hi is not None and math.isfinite(lo) and math.isfinite(hi):
         text += f" [{_signed(metric, lo)}, {_signed(metric, hi)}]"
     return text + (f" {MARK}" if row[f"significant_{metric}"] else "")
 

@@ -14,7 +14,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from PySide6.QtCore import Qt
 
 from calibview.core.evaluation.results import CalibratorResult, Evaluation
-from calibview.core.evaluation.toplabel.absent import ABSENT_TEXT, absent_metrics
+from calibview.core.evaluation.toplabel.absent import ABSENT_TEXT, BINARY_METRICS, BINARY_TEXT, absent_metrics
 from calibview.core.reports import units
 from calibview.core.stats.metrics import METRIC_HELP, METRIC_NAMES
 from calibview.core.io.safe_io import atomic_write
@@ -28,7 +28,9 @@ __all__ = ["MetricsTable", "MetricsTableModel", "PerClassModel", "SORT_ROLE", "V
 #: Column headers with their unit ("ECE %", "CAL ×100"): the one convention of :mod:`calibview.core.reports.units`.
 HEADERS = {m: units.header(m) for m in METRIC_NAMES}
 HIGHER_IS_BETTER = frozenset({"accuracy", "acc_at_cov80", "acc_at_cov90", "acc_at_cov95", "cov_at_acc95",
-                              "cov_at_acc99", "auroc", "auroc_correct"})
+                              "cov_at_acc99", "auroc", "auroc_correct",
+                              # discrimination, and p-values: the higher, the less evidence of miscalibration
+                              "corp_dsc", "corp_dsc_log", "p_ece", "p_skce"})
 _RIGHT = Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
 _DISPLAY, _TOOLTIP, _USER = (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.ToolTipRole, Qt.ItemDataRole.UserRole)
 
@@ -176,10 +178,13 @@ class MetricsTableModel(QtCore.QAbstractTableModel):
         if m is None:
             return self._calibrator_data(r, index.row(), role)
         if m in self._absent:
-            return {_DISPLAY: ABSENT_TEXT, VALUE_TEXT_ROLE: ABSENT_TEXT, INTERVAL_TEXT_ROLE: "",
+            binary = m in BINARY_METRICS
+            text = BINARY_TEXT if binary else ABSENT_TEXT
+            return {_DISPLAY: text, VALUE_TEXT_ROLE: text, INTERVAL_TEXT_ROLE: "",
                     _USER: math.nan, SORT_ROLE: math.nan, Qt.ItemDataRole.TextAlignmentRole: _RIGHT,
-                    _TOOLTIP: "needs the probability of every class; a top-label run stores only the confidence "
-                              "of its prediction"}.get(role)
+                    _TOOLTIP: ("the log score's decomposition is that of the NLL of a binary run" if binary else
+                               "needs the probability of every class; a top-label run stores only the confidence "
+                               "of its prediction")}.get(role)
         est = r.metrics[m]
         if role in (_DISPLAY, VALUE_TEXT_ROLE, INTERVAL_TEXT_ROLE):
             value = units.fmt(m, est.value)

@@ -15,7 +15,8 @@ from calibview.core.errors import CalibviewError
 from calibview.core.evaluation.request import EvalRequest
 from calibview.core.io.logits import read_split
 from calibview.core.io.writer import write_run
-from calibview.core.stats.metrics import METRIC_NAMES
+from calibview.core.evaluation.toplabel.absent import BINARY_METRICS
+from calibview.core.stats.metrics import METRIC_NAMES, NO_INTERVAL
 
 K = 4
 
@@ -105,7 +106,8 @@ def test_delta_intervals_equal_brute_force_on_the_same_resamples(tmp_path, monke
     for cal in ("none", "ts"):                   # the reference's own rows: delta 0, no interval, no mark
         row = result.row("b/toy", cal)
         assert all(row[f"delta_{m}"] == 0.0 and np.isnan(row[f"delta_{m}_lo"]) and row[f"significant_{m}"] is None
-                   for m in METRIC_NAMES)
+                   for m in METRIC_NAMES if m not in BINARY_METRICS)
+        assert all(row[f"delta_{m}"] is None for m in BINARY_METRICS)          # K > 2: absent, no difference
 
 
 def test_rows_are_each_run_evaluated_alone_and_marks_follow_the_intervals(toy):
@@ -117,10 +119,15 @@ def test_rows_are_each_run_evaluated_alone_and_marks_follow_the_intervals(toy):
             row, est = result.row(req.run, cal), ev.result(cal).metrics
             for m in METRIC_NAMES:
                 for suffix, value in (("", est[m].value), ("_lo", est[m].lo), ("_hi", est[m].hi)):
+                    if m in BINARY_METRICS or (m in NO_INTERVAL and suffix):  # K > 2: absent; p: no interval
+                        assert row[m + suffix] is None and np.isnan(value)
+                        continue
                     assert row[m + suffix] == pytest.approx(value, abs=1e-12, nan_ok=True), (req.run, m + suffix)
     ref = {cal: Engine().evaluate(reqs[0]).result(cal).metrics for cal in ("none",)}
     row = result.row("b/toy", "none")
     for m in METRIC_NAMES:
+        if m in BINARY_METRICS:
+            continue
         assert row[f"delta_{m}"] == pytest.approx(row[m] - ref["none"][m].value, abs=1e-12, nan_ok=True)
         lo, hi = row[f"delta_{m}_lo"], row[f"delta_{m}_hi"]
         if np.isfinite(lo):

@@ -14,7 +14,8 @@ from calibview.core.errors import CalibviewError
 from calibview.core.evaluation.engine import Engine
 from calibview.core.evaluation.records import metrics_rows
 from calibview.core.evaluation.request import EvalRequest
-from calibview.core.evaluation.toplabel.absent import FULL_VECTOR_METRICS, USABLE_CALIBRATORS
+from calibview.core.evaluation.toplabel.absent import (BINARY_METRICS, FULL_VECTOR_METRICS, LOGIT_METRICS,
+                                                       USABLE_CALIBRATORS)
 from calibview.core.io import discovery
 from calibview.core.io.toplabel.write import from_scores, write_toplabel
 from calibview.core.io.writer import write_splits
@@ -24,7 +25,8 @@ from calibview.core.stats.metrics import METRIC_NAMES
 
 RUN = "resnet110/cifar10"
 #: the metrics whose definition does not involve the loss of the diagram
-SAME = [m for m in METRIC_NAMES if m not in FULL_VECTOR_METRICS + ("tot", "sharpness_gap")]
+SAME = [m for m in METRIC_NAMES if m not in FULL_VECTOR_METRICS + LOGIT_METRICS + BINARY_METRICS +
+        ("tot", "sharpness_gap")]
 
 
 def _both(tmp_path, npz, num_classes=10):
@@ -61,7 +63,7 @@ def test_every_top_label_metric_and_interval_equals_the_full_run(both):
     for m in SAME:
         for part in ("value", "lo", "hi"):
             a, b = getattr(f.metrics[m], part), getattr(t.metrics[m], part)
-            assert a == pytest.approx(b, rel=1e-12, abs=1e-15), (m, part, a, b)
+            assert a == pytest.approx(b, rel=1e-12, abs=1e-15, nan_ok=True), (m, part, a, b)   # p-values: no interval
     # the confidences are the engine's own, to the bit
     stats = engine.scored(_req(both[0]))["none"].stats
     tstats = engine.scored(_req(both[1]))["none"].stats
@@ -93,6 +95,8 @@ def test_full_vector_metrics_are_absent_not_zero(both):
             assert row[m] is None and row[f"{m}_lo"] is None and row[f"{m}_hi"] is None, (m, row[m])
         for m in SAME:
             assert isinstance(row[m], float) and np.isfinite(row[m]), m
+        for m in LOGIT_METRICS + BINARY_METRICS:           # no logits; K = 10
+            assert row[m] is None and row[f"{m}_lo"] is None, m
         assert not set(json.loads(row["interval_method"])) & set(FULL_VECTOR_METRICS)
     records = json.loads(metrics_json(rows))
     assert all(rec[m] is None and m not in rec["nonfinite"] for rec in records for m in FULL_VECTOR_METRICS)
@@ -162,7 +166,7 @@ def test_unknown_k_gives_the_same_numbers(shared_data, tmp_path):
     assert discovery.find_run(top, RUN).k == 0
     a = metrics_rows([Engine().evaluate(_req(full))])[0]
     b = metrics_rows([Engine().evaluate(_req(top))])[0]
-    assert all(a[m] == pytest.approx(b[m], rel=1e-12) for m in SAME)
+    assert all(a[m] == pytest.approx(b[m], rel=1e-12, nan_ok=True) for m in SAME)     # n_boot 0: no p-values
     assert b["k"] == 0
 
 

@@ -142,3 +142,15 @@ def test_the_p_values_are_uniform_under_calibration_and_small_for_an_overconfide
     assert sig.p_ece(f, a, 15, n_resamples=1000)[1] < 0.01
     got = sig.skce(f, a)
     assert got.estimator == "linear" and got.p < 0.01
+
+
+def test_the_grouped_ece_redraws_of_a_large_split_keep_the_test_uniform_and_powerful(monkeypatch):
+    """Above EXACT_MAX samples the outcomes are drawn per (bin, confidence cell) group as binomials: still a
+    uniform p-value under calibration (the grouped path forced on small splits here), still rejecting a model
+    overconfident by 1.5."""
+    monkeypatch.setattr(sig, "EXACT_MAX", 100)
+    rng = np.random.default_rng(11)
+    ps = [sig.p_ece(*_calibrated(rng, 1000), 10, n_resamples=200, seed=r)[1] for r in range(200)]
+    assert stats.kstest(ps, "uniform").pvalue > 0.01
+    f, a = _calibrated(rng, 10_000, temperature=1.5)
+    assert sig.p_ece(f, a, 15, n_resamples=1000)[1] < 0.01

@@ -11,8 +11,14 @@ from calibview.core.io.toplabel.format import is_toplabel
 #: the metrics computed from the whole probability vector: NLL, the full Brier score, class-wise ECE and the
 #: macro one-vs-rest AUROC
 FULL_VECTOR_METRICS = ("nll", "brier", "classwise_ece", "auroc")
+#: the metrics that rescale the logits (a temperature fitted on the evaluation split): none without them
+LOGIT_METRICS = ("nll_refinement", "nll_calibration", "brier_refinement", "brier_calibration")
+#: the metrics of binary runs only (K = 2): the CORP decomposition of the log score, which is the NLL there
+BINARY_METRICS = ("corp_mcb_log", "corp_dsc_log", "corp_unc_log")
 #: what the window shows for them
 ABSENT_TEXT = "n/a (top-label run)"
+#: and for the binary-only metrics of a run with more classes
+BINARY_TEXT = "n/a (K > 2)"
 #: the calibrators a top-label run takes (calibview.core.calibrators.toplabel.USABLE, kept equal by a test)
 USABLE_CALIBRATORS = ("none", "hb", "ir", "platt", "beta")
 #: why the others cannot run on it
@@ -21,9 +27,10 @@ DISABLED_REASON = ("it needs logits or the probabilities of every class, and a t
 
 
 def absent_metrics(run) -> frozenset:
-    """The metric names whose values ``run`` (a RunInfo) cannot have: :data:`FULL_VECTOR_METRICS` for a top-label
-    run, none otherwise."""
-    return frozenset(FULL_VECTOR_METRICS) if is_toplabel(run) else frozenset()
+    """The metric names whose values ``run`` (a RunInfo) cannot have: :data:`FULL_VECTOR_METRICS` and
+    :data:`LOGIT_METRICS` for a top-label run, :data:`BINARY_METRICS` unless it has K = 2 classes."""
+    out = frozenset(FULL_VECTOR_METRICS + LOGIT_METRICS) if is_toplabel(run) else frozenset()
+    return out if int(getattr(run, "k", 0) or 0) == 2 else out | frozenset(BINARY_METRICS)
 
 
 def usable_calibrators(run, names: Iterable[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:

@@ -8,7 +8,10 @@ class of a binary run): nothing here has a smoothing parameter.
   decomposition, on a grid);
 - :mod:`.decomposition`: the exact score decomposition S = MCB - DSC + UNC of the Brier and the log score;
 - :mod:`.significance`: tests of calibration with p-values, the consistency-resampling test of the ECE (Bröcker
-  & Smith 2007) and the kernel SKCE test (Widmann, Lindsten & Zachariah, NeurIPS 2019).
+  & Smith 2007) and the kernel SKCE test (Widmann, Lindsten & Zachariah, NeurIPS 2019);
+- :mod:`.refinement`: the refinement / calibration split of the NLL and the Brier score (the loss after a
+  temperature fitted on the evaluation split itself, Berta et al. 2025), exact over two passes of the rows;
+- :mod:`.parts`: these as the engine's metric columns, their point values, bootstrap resamples and tests.
 
-numpy and scipy only.
+The first three are numpy and scipy only; the last two read torch tensors.
 """
