@@ -118,8 +118,8 @@ class CanvasToolbar(QtWidgets.QWidget):
         self.layout_box = QtWidgets.QComboBox()
         self.layout_box.addItem("Overlay", "overlay")
         self.layout_box.addItem("Grid", "grid")
-        self.layout_box.setToolTip("Overlay: every calibrator in one plot. Grid: one panel each, shared axes, the "
-                                   "uncalibrated curve faint in each")
+        self.layout_box.setToolTip("Layout. Overlay: every calibrator in one plot. Grid: one panel each, shared "
+                                   "axes, the uncalibrated curve faint in each")
         self.layout_box.currentIndexChanged.connect(lambda i: self.layout_changed.emit(self.layout_box.itemData(i)))
         self.bands = QtWidgets.QToolButton()
         self.bands.setText("Bands")
@@ -141,7 +141,7 @@ class CanvasToolbar(QtWidgets.QWidget):
         self.range_box = QtWidgets.QComboBox()
         for label, key in RANGE_PRESETS:
             self.range_box.addItem(label, key)
-        self.range_box.setToolTip("Confidence range shown; the mouse wheel zooms and dragging pans it too")
+        self.range_box.setToolTip("Range: the confidence range shown; the mouse wheel zooms and dragging pans it too")
         self.range_box.activated.connect(lambda i: self.range_preset.emit(self.range_box.itemData(i)))
         self.reset = QtWidgets.QToolButton()
         self.reset.setText("Reset")
@@ -151,12 +151,12 @@ class CanvasToolbar(QtWidgets.QWidget):
         self.export.setText("Export…")
         self.export.setToolTip("Export the figure as PNG, SVG or PDF: size, DPI, fonts, theme, layout")
         self.export.clicked.connect(self.export_requested)
-        row.addWidget(QtWidgets.QLabel("Layout"))
+        # no "Layout" / "Range" labels: the combos name their choices ("Overlay", "Full [0, 1]") and their tooltips
+        # say what they set, and the row must leave the docks room at 1280 px with the MI and CORP toggles in it
         row.addWidget(self.layout_box)
         row.addWidget(self.bands)
         row.addWidget(self.ci)
         row.addSpacing(8)
-        row.addWidget(QtWidgets.QLabel("Range"))
         row.addWidget(self.range_box)
         row.addWidget(self.reset)
         self._extra_at = row.count()

@@ -64,9 +64,15 @@ def test_the_mcb_dsc_tab_shows_the_curves_decomposition(qtbot, window):
     qtbot.waitUntil(lambda: len(window.corp.tab.view.points) == len(window.session.evaluation.results),
                     timeout=WAIT_MS)
     ev = window.session.evaluation
-    cs = window.session.corp.shown(ev)
-    assert cs is not None and not cs.bands          # the tab alone asks for no bands
+    # the rows carry corp_mcb / corp_dsc / corp_unc, so the tab reads them (and computes no curves); they equal
+    # the decomposition of the PAV curve computed here from the same per-sample vectors
+    from calibview.core.evaluation.engine import Engine
+    from calibview.core.reports.corp import corp_set
+
+    cs = corp_set(Engine(), ev, bands=False)          # its own engine: the window's lives on the worker thread
     for p in window.corp.tab.view.points:
+        m = next(r for r in ev.results if r.name == p["calibrator"]).metrics
+        assert p["mcb"] == m["corp_mcb"].value and p["dsc"] == m["corp_dsc"].value
         d = cs.of(p["calibrator"]).decomposition
-        assert p["mcb"] == d["mcb"] and p["dsc"] == d["dsc"]
+        assert p["mcb"] == pytest.approx(d["mcb"], abs=1e-12) and p["dsc"] == pytest.approx(d["dsc"], abs=1e-12)
         assert p["score"] == pytest.approx(d["score"], abs=1e-12)

@@ -185,7 +185,7 @@ def test_a_bandwidth_change_recomputes_nothing_of_corp_or_the_tests(toy):
 
 
 def test_a_top_label_run_has_corp_and_tests_but_no_refinement(tmp_path):
-    from tests._toplabel_data import write_mixed
+    from _toplabel_data import write_mixed
 
     path = tmp_path / "mixed.h5"
     write_mixed(path, seed=2, k=5, sizes={"val": 800, "test": 1200}, shift=1.5, scale=1.5)
