@@ -105,8 +105,8 @@ def write_report_folder(evaluations: Sequence[Evaluation], engine, out, *, setti
     """The folder ``calibview report --out`` writes for these evaluations (one run, the settings of an
     ablation): metrics.csv, curves.csv, calibrators.json, ranking.csv, selective.csv, audit.csv (thresholds.csv
     with ``target_precision``), diagram.png and mcb_dsc.png (unless ``diagram`` is False; skipped with a warning
-    without Qt) and manifest.json, staged and moved into ``out`` when complete. ``audit``: the thresholds of audit.csv (a
-    sequence or "0.9,0.95"; default 0.9, 0.95, 0.99). Returns the paths written."""
+    without Qt) and manifest.json, staged and moved into ``out`` when complete. ``audit``: the thresholds of
+    audit.csv (a sequence or "0.9,0.95"; default 0.9, 0.95, 0.99). Returns the paths written."""
     from calibview.core.reports.folder import ReportFolder
     from calibview.core.reports.selective import DEFAULT_AUDIT, check_target, parse_thresholds, write_selective
     from calibview.core.reports.corp import corp_sets

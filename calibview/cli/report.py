@@ -287,8 +287,8 @@ def write_diagrams(evaluations, out: Path, figure=None, engine=None, by=None, co
 
 
 def write_mcb_dsc(evaluations, corp, out: Path, figure=None) -> list[Path]:
-    """mcb_dsc.png (and one more file per other ``figure`` format, at its width, DPI and font): the MCB-DSC plot of every
-    run's calibrators (core.reports.corp.mcb_dsc_points, the rows' corp_mcb / corp_dsc / corp_unc where they
+    """mcb_dsc.png (and one more file per other ``figure`` format, at its width, DPI and font): the MCB-DSC plot of
+    every run's calibrators (core.reports.corp.mcb_dsc_points, the rows' corp_mcb / corp_dsc / corp_unc where they
     carry them); without Qt, a warning and nothing."""
     try:
         from calibview.plot.corp.mcb_dsc import render_mcb_dsc

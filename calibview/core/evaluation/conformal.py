@@ -259,9 +259,10 @@ def _probabilities(fitted, z) -> np.ndarray:
 
 
 def _ranked(p, y, scores, calibration, qhats, calibrator, by_class=False):
-    """The ranking of a chunk shared by its aps / raps scores and levels: every class up to FULL_SORT_K classes
-    (a full sort is the cheaper there; of the values alone unless ``by_class`` thresholds need the classes); above, the top WINDOW classes, or every class when more than FULL_RANK of
-    the rows would need a full sort anyway (one sort instead of one per score and level)."""
+    """The ranking of a chunk shared by its aps / raps scores and levels. Up to FULL_SORT_K classes: every class
+    (a full sort is the cheaper there), of the values alone unless ``by_class`` thresholds need the classes.
+    Above: the top WINDOW classes, or every class when more than FULL_RANK of the rows would need a full sort
+    anyway (one sort instead of one per score and level)."""
     if all(s == "lac" for s in scores):
         return None
     if p.shape[1] <= cf.FULL_SORT_K:

@@ -152,7 +152,8 @@ class Job:
         """The metric parts the settings need: common, corp, binned per bin count, kernel per (bandwidth,
         kernel)."""
         kernels = list(dict.fromkeys((s.bandwidth, s.kernel) for s in self.settings))
-        return [("common",), ("corp",)] + [("binned", b) for b in self.all_bins] + [("kernel", h, kn) for h, kn in kernels]
+        return ([("common",), ("corp",)] + [("binned", b) for b in self.all_bins]
+                + [("kernel", h, kn) for h, kn in kernels])
 
     # --- inputs --------------------------------------------------------------------------------------------------
 

@@ -306,8 +306,9 @@ class RegressionCanvas(QtWidgets.QWidget):
         self._grid.ci.clear()
         # the run is in the window's title bar and the browser: a row is named by its recalibrator, so that its
         # narrow panels keep their width for the plots
-        self._rows = [add_row(self._grid.ci, i, res, self._bandwidth, float(ev.request.level), res.name, theme=self._theme, font_pt=self._font_pt,
-                              curve=self.curve, compact=True, columns=key[2])
+        self._rows = [add_row(self._grid.ci, i, res, self._bandwidth, float(ev.request.level), res.name,
+                              theme=self._theme, font_pt=self._font_pt, curve=self.curve, compact=True,
+                              columns=key[2])
                       for i, res in enumerate(list(ev.results)[:MAX_ROWS])]
         self._grid.setMinimumHeight(GRID_ROW_PX * len(self._rows) * (4 // key[2]))
         self._grid_key = (ev, *key)

@@ -71,8 +71,8 @@ class Row:
         self.band.set(rc.x, rc.band_lo, rc.band_hi)
         self.curve.setData(x=rc.x[ok], y=rc.curve[ok])
         self.density.set(rc.x, rc.density)
-        self.top.setTitle(diagram_title(self.name, bandwidth, self._compact), size=f"{self._font_pt:g}pt" if self._font_pt
-                          else "9pt", color=self._theme.foreground)
+        size = f"{self._font_pt:g}pt" if self._font_pt else "9pt"
+        self.top.setTitle(diagram_title(self.name, bandwidth, self._compact), size=size, color=self._theme.foreground)
 
 
 def add_row(layout: pg.GraphicsLayout, i: int, result, bandwidth: float, level: float, name: str, *,

@@ -9,7 +9,8 @@ and the calibration tests.
   are fewer), whose resampled counts and outcome sums are one sparse product with the resample counts.
 - Refinement split (:data:`REFINEMENT_METRICS`, :mod:`calibview.core.stats.corp.refinement`); absent without
   logits (top-label runs).
-- Tests (:data:`TEST_METRICS`): p-values with no interval, drawn in the resample stage (:func:`p_ece`, :func:`skce_test`).
+- Tests (:data:`TEST_METRICS`): p-values with no interval, drawn in the resample stage (:func:`p_ece`,
+  :func:`skce_test`).
 """
 
 from __future__ import annotations
