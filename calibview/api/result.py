@@ -187,7 +187,7 @@ class Result:
                 cells += [str(row["bins"]), f"{row['bandwidth']:g}", html.escape(row["kernel"])]
             for m in HTML_METRICS:
                 cells.append(html.escape(units.fmt_estimate(m, _value(row, m), _value(row, f"{m}_lo"),
-                                                            _value(row, f"{m}_hi"))))
+                                                            _value(row, f"{m}_hi"), ev.request.n_boot)))
             out.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
         out += ["</tbody>", "</table>",
                 "<p><small>% : × 100 as a percentage; ×100 : squared-error scores × 100 (not a percentage); "

@@ -76,6 +76,8 @@ def _close(text, exact, scale):
         return text == ("∞" if exact > 0 else "-∞")
     if text == "≈0":                                       # an estimate clipped at 0
         return exact == 0.0
+    if text.startswith("<1/"):                             # a Monte-Carlo p-value at its floor 1 / (n + 1)
+        return exact == pytest.approx(1.0 / int(text[3:]), rel=1e-12)
     if text[0] in "<>":                                    # non-zero, below the last decimal shown
         return exact != 0.0 and abs(exact * scale) < float(text.lstrip("<>-"))
     decimals = len(text.split(".")[1]) if "." in text else 0
@@ -123,6 +125,19 @@ def test_every_cell_shows_the_evaluation_numbers(table, demo_ev):
                 assert lo is not None and _close(lo, est.lo, scale) and _close(hi, est.hi, scale), (m, text, est)
             assert model.data(idx, USER) == est.value        # the exact float, no rounding
             assert repr(est.value) in model.data(idx, TOOLTIP)
+
+
+def test_a_p_value_at_its_monte_carlo_floor_reads_below_its_resolution(table, demo_ev):
+    """30 redraws: p = (1 + 0) / 31 when no redraw reaches the observed ECE; it reads "<1/31", never a number."""
+    table.set_evaluation(demo_ev)
+    model = table.metrics_proxy
+    col = 1 + METRIC_NAMES.index("p_ece")
+    floors = [r for r, res in enumerate(demo_ev.results) if res.metrics["p_ece"].value == 1 / 31]
+    assert floors, [res.metrics["p_ece"].value for res in demo_ev.results]     # the uncalibrated model at least
+    for r in floors:
+        assert model.data(model.index(r, col), DISPLAY) == "<1/31"
+        assert "resolution is 1/31" in model.data(model.index(r, col), TOOLTIP)
+        assert model.data(model.index(r, col), USER) == 1 / 31
 
 
 def test_csv_text_is_the_cli_csv_and_parses_back_to_the_table(table, demo_ev, tmp_path):
@@ -298,8 +313,9 @@ def test_precision_is_fixed_per_column_and_matches_the_shared_convention(table, 
             est = result.metrics[m]
             if m in BINARY_METRICS:
                 continue
-            assert model.data(model.index(row, col), DISPLAY) == units.fmt_estimate(m, est.value, est.lo, est.hi)
+            assert model.data(model.index(row, col), DISPLAY) == units.fmt_estimate(m, est.value, est.lo, est.hi,
+                                                                                      demo_ev.request.n_boot)
             text = model.data(model.index(row, col), VALUE_TEXT_ROLE)
-            if "." in text:
+            if "." in text and "/" not in text:
                 assert len(text.split(".")[1]) == units.unit(m).decimals, (m, text)
         assert model.data(model.index(row, METRIC_NAMES.index("debiased_ece") + 1), DISPLAY) not in ("0.0", "0.00")

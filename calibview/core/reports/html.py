@@ -122,7 +122,7 @@ def render(release, diagram_png: Optional[bytes] = None) -> str:
     results = list(ev.results)
     # the metrics table reads like the window's (calibview.core.reports.units): unit in the header, fixed precision
     metrics = [{"name": m, "header": units.header(m), "help": METRIC_HELP.get(m, ""),
-                "cells": [(units.fmt(m, r.metrics[m].value), units.fmt_interval(m, r.metrics[m].lo, r.metrics[m].hi))
+                "cells": [(units.fmt(m, r.metrics[m].value, ev.request.n_boot), units.fmt_interval(m, r.metrics[m].lo, r.metrics[m].hi))
                           for r in results]}
                for m in METRIC_NAMES]
     per_class = sorted(release.per_class, key=lambda r: (r["below_min_slice"], -(r["ece"] if math.isfinite(r["ece"])

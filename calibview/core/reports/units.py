@@ -63,6 +63,9 @@ UNITS.update({"coverage": PERCENT, "confidence": PERCENT})
 _SHORT.update({"coverage": "Coverage", "confidence": "Mean conf."})
 #: Estimators clipped at 0: an exact 0 means "not distinguishable from 0", shown as "≈0".
 CLIPPED_AT_ZERO = frozenset({"debiased_ece"})
+#: Monte-Carlo p-values, (1 + #{T* >= T}) / (n + 1) over n resamples: their smallest value is 1 / (n + 1), which
+#: says "below the resolution", so it is shown as "<1/1001" rather than as a number that reads as an estimate.
+P_VALUES = frozenset({"p_ece", "p_skce"})
 
 
 def unit(metric: str) -> Unit:
@@ -81,11 +84,15 @@ def header(metric: str) -> str:
     return f"{short_name(metric)} {u.suffix}" if u.suffix else short_name(metric)
 
 
-def fmt(metric: str, value: Optional[float]) -> str:
-    """The displayed number of ``metric`` (a plain fraction in), without its unit: "7.88", "<0.01", "∞", "—"."""
+def fmt(metric: str, value: Optional[float], n_boot: Optional[int] = None) -> str:
+    """The displayed number of ``metric`` (a plain fraction in), without its unit: "7.88", "<0.01", "∞", "—".
+    ``n_boot``: the resamples behind a p-value (:data:`P_VALUES`); at its floor 1 / (n_boot + 1) it reads
+    "<1/1001"."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "—"
     value = float(value)
+    if metric in P_VALUES and n_boot and math.isclose(value, 1.0 / (n_boot + 1), rel_tol=1e-9):
+        return f"<1/{n_boot + 1}"
     if math.isinf(value):
         return "∞" if value > 0 else "-∞"
     u = unit(metric)
@@ -108,10 +115,10 @@ def fmt_interval(metric: str, lo: Optional[float], hi: Optional[float], sep: str
     return f"[{text}]" if brackets else text
 
 
-def fmt_estimate(metric: str, value, lo=None, hi=None) -> str:
-    """"7.88 [7.48, 8.55]", or the value alone without an interval."""
+def fmt_estimate(metric: str, value, lo=None, hi=None, n_boot: Optional[int] = None) -> str:
+    """"7.88 [7.48, 8.55]", or the value alone without an interval (``n_boot``: as for :func:`fmt`)."""
     iv = fmt_interval(metric, lo, hi)
-    return f"{fmt(metric, value)} {iv}" if iv else fmt(metric, value)
+    return f"{fmt(metric, value, n_boot)} {iv}" if iv else fmt(metric, value, n_boot)
 
 
 def caption(metric: str, value, lo=None, hi=None) -> str:

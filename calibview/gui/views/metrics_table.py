@@ -187,7 +187,7 @@ class MetricsTableModel(QtCore.QAbstractTableModel):
                                "of its prediction")}.get(role)
         est = r.metrics[m]
         if role in (_DISPLAY, VALUE_TEXT_ROLE, INTERVAL_TEXT_ROLE):
-            value = units.fmt(m, est.value)
+            value = units.fmt(m, est.value, ev.request.n_boot)
             if not _has_interval(est.lo, est.hi):
                 if ev.pending and ev.request.n_boot:
                     # intervals are on their way (progressive results): say so rather than show none
@@ -237,6 +237,10 @@ class MetricsTableModel(QtCore.QAbstractTableModel):
             if math.isfinite(est.value) and not est.lo <= est.value <= est.hi:
                 lines.append("The value lies outside its bootstrap interval: this estimator is biased at this "
                              "sample size, so read the interval as spread, not location.")
+        elif m in units.P_VALUES:
+            if req.n_boot:
+                lines.append(f"A Monte-Carlo p-value over {req.n_boot} redraws under calibration: its resolution is "
+                             f"1/{req.n_boot + 1}, its smallest value, which reads \"<1/{req.n_boot + 1}\".")
         else:
             lines.append("No bootstrap interval (0 resamples).")
         if m == "nll" and math.isinf(est.value):

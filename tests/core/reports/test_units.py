@@ -53,3 +53,13 @@ def test_captions_name_the_unit():
     assert units.caption("cal", 0.00111) == "CAL×100 0.11"
     assert units.caption("nll", 0.5) == "NLL 0.500"
     assert units.caption("ece", 0.07878, 0.07481, 0.08551) == "ECE 7.88 % [7.48, 8.55]"
+
+
+def test_a_p_value_at_its_resolution_floor_reads_as_a_bound():
+    # (1 + 0) / (999 + 1) over 999 redraws: below the resolution, not an estimate of 0.001
+    assert units.fmt("p_ece", 1 / 1000, n_boot=999) == "<1/1000"
+    assert units.fmt("p_skce", 1 / 201, n_boot=200) == "<1/201"
+    assert units.fmt("p_ece", 2 / 1000, n_boot=999) == "0.002"          # one redraw reached it: a number
+    assert units.fmt("p_ece", 1 / 1000) == "0.001"                      # resamples unknown: the plain number
+    assert units.fmt("ece", 1 / 1000, n_boot=999) == "0.10"             # only p-values have a floor
+    assert units.fmt_estimate("p_ece", 1 / 31, n_boot=30) == "<1/31"
