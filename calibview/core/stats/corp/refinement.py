@@ -46,45 +46,45 @@ _GRID = np.exp(np.linspace(math.log(1 / 16), math.log(16), 9))
 
 
 def _rowdot(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """(rows,) sum_k a_ik b_ik without a (rows, K) temporary."""
-    return torch.einsum("ik,ik->i", a, b)
+    """(rows,) sum_k a_ik b_ik. A product and a row sum: on a block that stays in the cache they are 2-3x faster
+    than ``einsum("ik,ik->i")``, which torch runs as a batched matrix product of 1 x K by K x 1."""
+    return (a * b).sum(1)
 
 
 def _node(u: torch.Tensor, y: torch.Tensor, beta: float, brier: bool = True
           ) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
     """((rows, 5) NLL f, f', ..., f'''' and (rows, 4) Brier b, ..., b''' or None) at ``beta`` of (rows, K)
     float64 log-probabilities ``u`` clamped at _FLOOR, labels ``y``. Raw moments of ``u - max_k u`` (<= 0), so
-    that a confident row's moments are small numbers and the cumulants lose nothing to cancellation."""
+    that a confident row's moments are small numbers and the cumulants lose nothing to cancellation. The moments
+    are summed over the unnormalised weights exp(beta v) and divided by their row sum z afterwards (a division
+    of (rows,) sums, not of the (rows, K) block); each power of v multiplies one running product in place."""
     top = u.max(dim=1).values
     v = u - top[:, None]
     e = (v * beta).exp_()
     z = e.sum(1)
-    p = e.div_(z[:, None])
     v_y = v.gather(1, y[:, None])[:, 0]
-    t = p * v
-    e1 = t.sum(1)
-    e2 = _rowdot(t, v)
-    t.mul_(v).mul_(v)
-    e3 = t.sum(1)
-    e4 = _rowdot(t, v)
+    t = e * v
+    e1 = t.sum(1) / z
+    e2 = t.mul_(v).sum(1) / z
+    e3 = t.mul_(v).sum(1) / z
+    e4 = t.mul_(v).sum(1) / z
     k2 = e2 - e1 * e1
     k3 = e3 - 3.0 * e1 * e2 + 2.0 * e1 ** 3
     k4 = e4 - 4.0 * e1 * e3 - 3.0 * e2 * e2 + 12.0 * e1 * e1 * e2 - 6.0 * e1 ** 4
     f = torch.stack([z.log() - beta * v_y, e1 - v_y, k2, k3, k4], 1)
     if not brier:
         return f, None
-    q = p * p
-    g0 = q.sum(1)
-    h1 = _rowdot(q, v)
-    q.mul_(v)
-    h2 = _rowdot(q, v)
-    q.mul_(v)
-    h3 = _rowdot(q, v)
+    zz = z * z
+    q = e.mul_(e)                             # e is not needed after: p^2 = e^2 / z^2
+    g0 = q.sum(1) / zz
+    h1 = q.mul_(v).sum(1) / zz
+    h2 = q.mul_(v).sum(1) / zz
+    h3 = q.mul_(v).sum(1) / zz
     m = e1                                    # centre: d = v - m
     g1 = h1 - m * g0
     g2 = h2 - 2.0 * m * h1 + m * m * g0
     g3 = h3 - 3.0 * m * h2 + 3.0 * m * m * h1 - m ** 3 * g0
-    p_y = p.gather(1, y[:, None])[:, 0]
+    p_y = (beta * v_y).exp() / z
     d_y = v_y - m
     b = torch.stack([g0 - 2.0 * p_y + 1.0,
                      2.0 * g1 - 2.0 * p_y * d_y,
@@ -93,9 +93,9 @@ def _node(u: torch.Tensor, y: torch.Tensor, beta: float, brier: bool = True
     return f, b
 
 
-#: entries per block of rows in :func:`_blocks`: a block's temporaries stay in the cache (2x faster than a
-#: 16 MB chunk's)
-_BLOCK_ENTRIES = 1 << 17
+#: entries per block of rows in :func:`_blocks`: a 2 MB float64 block and its running product stay in a 2 MB L2
+#: cache (2x faster than a 16 MB chunk; smaller blocks pay torch's per-operation overhead instead)
+_BLOCK_ENTRIES = 1 << 18
 
 
 def _blocks(u: torch.Tensor, y: torch.Tensor, beta: float, brier: bool = True
