@@ -6,7 +6,8 @@ samples (``R x units``), the class-wise product (``R x units x K``) and the per-
 CAL (``R``). Its rates were measured on the 2-core development machine (benchmarks/RESULTS.md: the 50,000 x 1,000
 none+ts report spends ~2.5 s in the bootstrap and ~1.1 s in its class-wise products); a faster machine only
 makes the estimate pessimistic. The memory is what the distributions keep: one float64 per metric, resample and
-calibrator, and the (R, units) uint8 counts the scoring pass holds (unless above their own budget).
+calibrator, the (R, units) uint8 counts the scoring pass holds (unless above their own budget), and the refinement
+split's (N, 8) float32 per-sample coefficients of each calibrator (kept for its resamples).
 """
 
 from __future__ import annotations
@@ -51,7 +52,8 @@ def bootstrap_cost(n: int, k: int, n_boot: int, n_calibrators: int) -> Cost:
     r, c = float(n_boot), max(1, n_calibrators)
     seconds = c * (RATE_SAMPLES * r * units + RATE_CLASSWISE * r * units * k + RATE_GRID * r)
     counts = r * units if r * units <= COUNTS_BUDGET else 0        # above its budget the matrix is not kept
-    nbytes = int(c * len(METRIC_NAMES) * 8 * r + counts)
+    refinement = 32 * n if n_boot else 0                            # RefinementResult.coef, per calibrator
+    nbytes = int(c * (len(METRIC_NAMES) * 8 * r + refinement) + counts)
     return Cost(seconds, nbytes)
 
 

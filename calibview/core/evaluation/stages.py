@@ -183,7 +183,7 @@ def scoring_pass(job: Job, scores, labels, items, counts, units, note, span) -> 
                 if counts is not None and cw_note is None and not two_pass else None) for nm in names}
     base_pred = torch.empty(n, dtype=torch.int64, device=job.device)
     pos = {nm: torch.empty(n, dtype=torch.float64, device=job.device) for nm in names}
-    refs = {nm: Refinement(n, k, r.seed) for nm in names}
+    refs = {nm: Refinement(n, k, r.seed, resampled=bool(r.n_boot)) for nm in names}
     for start, z, y in split_chunks(job, scores, labels):
         check_cancel(job.cancel)
         stream.trim_heap()          # the previous chunk's temporaries: see stream.trim_heap (in memory too)

@@ -124,6 +124,17 @@ def test_the_refinement_losses_equal_scipys_temperature_fit_on_the_evaluation_sp
     assert none["nll_calibration"].lo > 0.01
 
 
+def test_without_resamples_the_refinement_keeps_no_per_sample_coefficients_and_the_same_values(toy):
+    """The (N, 8) coefficients serve the bootstrap only: n_boot 0 keeps none, and the point values are the same."""
+    eng = Engine()
+    bare, boot = _req(toy, n_boot=0), _req(toy)
+    assert all(sc.refinement.coef is None for sc in eng.scored(bare).values())
+    assert all(sc.refinement.coef.shape == (2500, 8) for sc in eng.scored(boot).values())
+    for a, b in zip(eng.evaluate(bare).results, eng.evaluate(boot).results):
+        for m in REFINEMENT_METRICS:
+            assert a.metrics[m].value == b.metrics[m].value, (a.name, m)
+
+
 def test_the_resampled_refinement_equals_a_refit_per_resample(toy):
     """Each resample's refinement NLL is that resample's own temperature fit (scipy), within the cubic's error."""
     eng = Engine()

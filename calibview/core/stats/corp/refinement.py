@@ -126,15 +126,15 @@ def _newton(c: np.ndarray, beta0: float, steps: int) -> np.ndarray:
 @dataclass(frozen=True)
 class RefinementResult:
     """The point values (``nll``, ``brier``: the losses at the NLL's eval-split temperature ``t``) and, for the
-    bootstrap, ``coef`` (N, 8) float32: per sample the NLL and its first three derivatives in beta at ``beta``
-    (the first estimate), then the Brier term and its first three there; ``note`` says when the first estimate was
+    bootstrap, ``coef`` (N, 8) float32 (None without one): per sample the NLL and its first three derivatives in
+    beta at ``beta`` (the first estimate), then the Brier term and its first three there; ``note`` says when the first estimate was
     far from the optimum (then the values are approximate)."""
 
     nll: float
     brier: float
     t: float
     beta: float
-    coef: np.ndarray
+    coef: Optional[np.ndarray]
     note: str = ""
 
 
@@ -143,7 +143,8 @@ class Refinement:
     :meth:`add` per chunk of the scoring pass, :meth:`nodes` between the passes, :meth:`add_node` per chunk of
     the second pass (the same rows), then :meth:`result`."""
 
-    def __init__(self, n: int, k: int, seed: int = 0) -> None:
+    def __init__(self, n: int, k: int, seed: int = 0, resampled: bool = True) -> None:
+        """``resampled`` False (no bootstrap will read them): the (N, 8) per-sample coefficients are not kept."""
         self.n, self.k = int(n), int(k)
         m = int(min(self.n, max(64, min(4096, SUB_ENTRIES // max(self.k, 1)))))
         rng = np.random.default_rng(np.random.SeedSequence([int(seed), 30]))
@@ -152,7 +153,7 @@ class Refinement:
         self._at1 = np.zeros(2)              # sums of f' and f'' at beta = 1
         self._sum_f = np.zeros(5)
         self._sum_b = np.zeros(4)
-        self.coef: Optional[np.ndarray] = np.empty((self.n, 8), dtype=np.float32)
+        self.coef: Optional[np.ndarray] = np.empty((self.n, 8), dtype=np.float32) if resampled else None
         self.beta: Optional[float] = None
 
     def add(self, start: int, lp: torch.Tensor, p: torch.Tensor, y: torch.Tensor) -> None:
@@ -202,9 +203,10 @@ class Refinement:
         f, b = _blocks(lp, y, self.beta)
         self._sum_f += f.sum(0).cpu().numpy()
         self._sum_b += b.sum(0).cpu().numpy()
-        stop = start + lp.shape[0]
-        self.coef[start:stop, :4] = f[:, :4].cpu().numpy()
-        self.coef[start:stop, 4:] = b.cpu().numpy()
+        if self.coef is not None:
+            stop = start + lp.shape[0]
+            self.coef[start:stop, :4] = f[:, :4].cpu().numpy()
+            self.coef[start:stop, 4:] = b.cpu().numpy()
 
     def result(self, nll_finite: bool) -> RefinementResult:
         """The refinement losses; ``nll_finite`` False (a calibrator gave a label probability 0, which no
