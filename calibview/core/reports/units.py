@@ -121,17 +121,17 @@ def fmt_estimate(metric: str, value, lo=None, hi=None, n_boot: Optional[int] = N
     return f"{fmt(metric, value, n_boot)} {iv}" if iv else fmt(metric, value, n_boot)
 
 
-def caption(metric: str, value, lo=None, hi=None) -> str:
+def caption(metric: str, value, lo=None, hi=None, n_boot: Optional[int] = None) -> str:
     """The number with its name and unit, for legends, hover text and panel titles: "ECE 7.88 %",
-    "CAL×100 0.11", "NLL 0.912", "ECE 7.88 % [7.48, 8.55]"."""
+    "CAL×100 0.11", "NLL 0.912", "ECE 7.88 % [7.48, 8.55]" (``n_boot``: as for :func:`fmt`)."""
     u = unit(metric)
     iv = fmt_interval(metric, lo, hi)
     iv = f" {iv}" if iv else ""
     if u.suffix == "%":
-        return f"{short_name(metric)} {fmt(metric, value)} %{iv}"
+        return f"{short_name(metric)} {fmt(metric, value, n_boot)} %{iv}"
     if u.suffix:
-        return f"{short_name(metric)}{u.suffix} {fmt(metric, value)}{iv}"
-    return f"{short_name(metric)} {fmt(metric, value)}{iv}"
+        return f"{short_name(metric)}{u.suffix} {fmt(metric, value, n_boot)}{iv}"
+    return f"{short_name(metric)} {fmt(metric, value, n_boot)}{iv}"
 
 
 def describe(metric: str) -> str:

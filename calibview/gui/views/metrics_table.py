@@ -230,7 +230,8 @@ class MetricsTableModel(QtCore.QAbstractTableModel):
 
     def _metric_tooltip(self, r: CalibratorResult, m: str) -> str:
         est, req = r.metrics[m], self._ev.request
-        lines = [f"{units.short_name(m)} of {r.label} = {est.value!r} (shown as {units.caption(m, est.value)})"]
+        shown = units.caption(m, est.value, n_boot=req.n_boot)
+        lines = [f"{units.short_name(m)} of {r.label} = {est.value!r} (shown as {shown})"]
         if _has_interval(est.lo, est.hi):
             lines.append(f"{req.level * 100:g} % bootstrap interval [{est.lo!r}, {est.hi!r}] "
                          f"({req.n_boot} resamples)")
