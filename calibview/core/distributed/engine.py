@@ -32,7 +32,6 @@ from calibview.core.evaluation.engine import Engine, log
 from calibview.core.evaluation.job import Job
 from calibview.core.evaluation.request import EvalRequest, Setting, check_request, settings_of
 from calibview.core.evaluation.results import Evaluation, Scored
-from calibview.core.io import shards as io_shards
 from calibview.core.io.toplabel.format import is_toplabel
 from calibview.core.stats.corp.refinement import Refinement
 
@@ -71,12 +70,7 @@ class DaskEngine(Engine):
         return dict(job.scored)
 
     def _job(self, req, settings, progress, cancel, on_partial, t0, given) -> Job:
-        if not io_shards.is_pattern(req.file):
-            raise ParameterError(f"engine=dask scores shards: give a glob of HDF5 files such as 'logits-*.h5' "
-                                 f"(quoted), not the single file {req.file}.", "engine")
-        if req.n_boot:
-            raise ParameterError("engine=dask draws no bootstrap intervals yet (its Poisson bootstrap is not "
-                                 "built); give n_boot=0, or evaluate on the local engine.", "engine", "n_boot")
+        dshards.check_request(req.file, req.n_boot)
         job = Job(self.cache, req, settings, progress, cancel, on_partial, t0, given)
         if is_toplabel(job.run_info):
             raise ParameterError(f"engine=dask scores runs of logits or probabilities; {job.run_info.name} is a "
@@ -95,7 +89,7 @@ class DaskEngine(Engine):
         plan = dshards.plan(job.req.file, job.run_info.name, job.req.eval_split)
         fitted = {nm: replace(job.fitted[nm], _prepared={}) for nm in todo}     # frozen records, no tensors
         bins = tuple(sorted(set(job.all_bins)))
-        ref_rows = Refinement(job.n, job.k, job.req.seed).rows
+        ref_rows = Refinement(job.n, job.k, job.req.seed, resampled=False).rows
         seed, rows = job.req.seed, job.req.chunk_rows
         fit_scattered = self.client.scatter(fitted, broadcast=True)
         firsts = self._map(job, tasks.score_shard, plan, (0.35, 0.5), "scoring",
@@ -106,7 +100,7 @@ class DaskEngine(Engine):
                                   broadcast=True)
         beta = {nm: merged[nm]["ref"].nodes() for nm in todo}
         seconds = self._map(job, _rank, plan, (0.5, 0.6), "AUROC",
-                            lambda s: (s, fit_scattered, big, beta, seed, rows))
+                            lambda s: (s, fit_scattered, big, beta, seed, rows, bool(job.req.n_boot)))
         for nm in todo:
             job.scored[nm] = job.cache.put(job.score_key(nm), finish(job, nm, plan, merged, seconds, bins))
             job.counters["scored"].append((nm, job.req.eval_split))
@@ -137,9 +131,9 @@ class DaskEngine(Engine):
         return results
 
 
-def _rank(shard, fitted, big, beta, seed, rows):
+def _rank(shard, fitted, big, beta, seed, rows, resampled):
     """:func:`tasks.rank_shard` with the broadcast labels and positives unpacked."""
-    return tasks.rank_shard(shard, fitted, big["labels"], big["pos"], beta, seed, rows)
+    return tasks.rank_shard(shard, fitted, big["labels"], big["pos"], beta, seed, rows, resampled)
 
 
 def _cached(job: Job, nm: str) -> bool:
@@ -171,7 +165,7 @@ def merge_scores(job: Job, plan, parts: list, names, bins, ref_rows) -> dict:
         acc = StatsAccumulator(job.n, job.k, bins)
         for s, p in zip(plan, parts):
             acc.add_state(s.start, p["parts"][nm]["acc"])
-        ref = Refinement(job.n, job.k, job.req.seed)
+        ref = Refinement(job.n, job.k, job.req.seed, resampled=bool(job.req.n_boot))
         # the refinement's first pass, as Refinement.add leaves it after every chunk of the split
         ref._at1 = np.sum([p["parts"][nm]["at1"] for p in parts], axis=0)
         ref._sub = [(torch.from_numpy(p["parts"][nm]["sub_lp"]), torch.from_numpy(p["parts"][nm]["sub_y"]))
@@ -195,7 +189,8 @@ def finish(job: Job, nm: str, plan, merged: dict, ranked: list, bins) -> Scored:
     counter.eq = np.sum([r[nm]["eq"] for r in ranked], axis=0)
     ref._sum_f = np.sum([r[nm]["sum_f"] for r in ranked], axis=0)
     ref._sum_b = np.sum([r[nm]["sum_b"] for r in ranked], axis=0)
-    ref.coef = np.concatenate([r[nm]["coef"] for r in ranked])
+    if ref.coef is not None:
+        ref.coef = np.concatenate([r[nm]["coef"] for r in ranked])
     refinement = ref.result(bool(np.isfinite(stats.nll).all()))
     return Scored(stats=stats, bins=tuple(bins),
                   classwise_sums=MappingProxyType({b: acc.classwise_sums(b) for b in bins}),

@@ -30,6 +30,20 @@ class Shard:
     mtime_ns: int
 
 
+def check_request(file: str, n_boot: int) -> None:
+    """Refuse what the Dask engine cannot do, before a cluster starts: a single file (it scores shards) and
+    bootstrap intervals (not built for it yet)."""
+    from calibview.core.errors import ParameterError
+    from calibview.core.io import shards as io_shards
+
+    if not io_shards.is_pattern(file):
+        raise ParameterError(f"engine=dask scores shards: give a quoted glob of HDF5 files such as 'logits-*.h5', "
+                             f"not the single file {file}.", "engine")
+    if n_boot:
+        raise ParameterError("engine=dask draws no bootstrap intervals yet (its Poisson bootstrap is not built); "
+                             "give n_boot=0, or use engine=local.", "engine", "n_boot")
+
+
 def plan(pattern: str, run: str, split: str) -> tuple[Shard, ...]:
     """The shards of ``split`` of ``run`` over the files ``pattern`` matches, in order (CalibviewError naming the
     odd shard when one cannot be read or differs from the first)."""

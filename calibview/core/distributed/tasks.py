@@ -86,7 +86,7 @@ def score_shard(shard: Shard, fitted: Mapping[str, object], bins: tuple[int, ...
         n, k = shard.n, shard.k
         accs = {nm: StatsAccumulator(n, k, bins) for nm in fitted}
         pos = {nm: torch.empty(n, dtype=torch.float64) for nm in fitted}
-        refs = {nm: Refinement(n, k, seed) for nm in fitted}
+        refs = {nm: Refinement(n, k, seed, resampled=False) for nm in fitted}
         for ref in refs.values():
             ref.rows = np.asarray(ref_rows, np.int64)       # the whole split's subsample, not this shard's own
         base_pred = np.empty(n, np.int64)
@@ -107,10 +107,12 @@ def score_shard(shard: Shard, fitted: Mapping[str, object], bins: tuple[int, ...
 
 @guarded
 def rank_shard(shard: Shard, fitted: Mapping[str, object], labels: np.ndarray, pos: Mapping[str, np.ndarray],
-               beta: Mapping[str, float], seed: int, chunk_rows: Optional[int] = None) -> dict:
+               beta: Mapping[str, float], seed: int, chunk_rows: Optional[int] = None, resampled: bool = False
+               ) -> dict:
     """The rank pass over one shard: ``labels`` (N,) and ``pos[name]`` (N,) float64 are the whole split's labels
     and positives, ``beta[name]`` the refinement's first estimate. Returns name -> {"gt", "eq": (K,) int64 AUROC
-    pair counts of this shard's probabilities, "sum_f": (5,), "sum_b": (4,) float64, "coef": (n, 8) float32}."""
+    pair counts of this shard's probabilities, "sum_f": (5,), "sum_b": (4,) float64, "coef": (n, 8) float32, or
+    None unless ``resampled`` (a bootstrap reads them)}."""
     import torch
 
     from calibview.core.stats import auroc as au
@@ -121,7 +123,7 @@ def rank_shard(shard: Shard, fitted: Mapping[str, object], labels: np.ndarray, p
         counters = {nm: au.AurocCounter(labels, torch.from_numpy(pos[nm]), k) for nm in fitted}
         refs = {}
         for nm in fitted:
-            refs[nm] = Refinement(n, k, seed)
+            refs[nm] = Refinement(n, k, seed, resampled=resampled)
             refs[nm].beta = float(beta[nm])
         for start, z, y in split.chunks():
             for nm, f in fitted.items():
