@@ -121,6 +121,10 @@ def add_eval_options(p: argparse.ArgumentParser) -> None:
                    help=f"a split larger than this in memory is streamed from disk in chunks (default {memory})")
     from calibview.cli.regression.commands import add_regression_options
 
+    p.add_argument("--engine", choices=("local", "dask"), default="local",
+                   help="local (default), or dask: score the --shards on a Dask cluster (pip install calibview[dask])")
+    p.add_argument("--scheduler", default="local", metavar="ADDRESS|local[:WORKERS]",
+                   help="with --engine dask: a running scheduler's address, or local[:N] to start N worker processes")
     add_regression_options(p)           # --reg-bandwidth, --allow-crossing
     add_log_options(p)
     add_input_options(p)
@@ -370,6 +374,9 @@ def evaluate_all(args, engine=None) -> list:
     for req in requests:                  # every request and setting is checked before any work starts
         for s in settings:
             check_request(replace(req, bins=s.bins, bandwidth=s.bandwidth, kernel=s.kernel))
+    if engine is None and getattr(args, "engine", "local") == "dask":
+        with engine_for(args) as engine:
+            return evaluate_all(args, engine)
     # torch loads only now: a command refused above (a missing file, a bad flag value) answers in a blink
     from calibview.core.evaluation.engine import Engine
 
@@ -385,6 +392,22 @@ def evaluate_all(args, engine=None) -> list:
     finally:
         bar.done()
     return results
+
+
+def engine_for(args):
+    """A context manager yielding the engine of ``--engine``: a fresh local Engine, or a Dask engine on
+    ``--scheduler`` (a local cluster is closed on exit), refused before a cluster starts if it cannot help."""
+    import contextlib
+
+    if getattr(args, "engine", "local") != "dask":
+        from calibview.core.evaluation.engine import Engine
+        return contextlib.nullcontext(Engine())
+    from calibview.core.distributed import client, shards
+
+    client.require_dask()
+    shards.check_request(eval_file(args), args.n_boot)
+    from calibview.core.distributed.engine import open_engine
+    return open_engine(args.scheduler)
 
 
 def member_expanded(requests: list, selection: Optional[str]) -> list:

@@ -11,8 +11,8 @@ import logging
 from pathlib import Path
 
 from calibview.cli.options import (add_eval_options, add_figure_options, add_lock_options, add_member_options,
-                                   ensemble_only, eval_file, evaluate_all, figure_options, first_settings,
-                                   log_calibrator_warnings, member_rows, requests_from_args)
+                                   engine_for, ensemble_only, eval_file, evaluate_all, figure_options,
+                                   first_settings, log_calibrator_warnings, member_rows, requests_from_args)
 from calibview.core.errors import CalibviewError
 
 HELP = "write metrics.csv, curves.csv and calibrators.json for every run"
@@ -60,11 +60,8 @@ def add_selective_options(p: argparse.ArgumentParser) -> None:
 
 def run(args) -> int:
     """Evaluate, then write the report folder; print a summary line per run and the files written."""
-    from calibview.core.evaluation.engine import Engine
     from calibview.core.reports.folder import ReportFolder
-    from calibview.core.reports.selective import check_target, parse_thresholds, write_selective
-    from calibview.core.reports.tables import write_report
-    from calibview.core.reports.uncertainty import write_uncertainty
+    from calibview.core.reports.selective import check_target, parse_thresholds
 
     audit = parse_thresholds(args.audit)
     check_target(args.target_precision)
@@ -80,7 +77,17 @@ def run(args) -> int:
     from calibview.cli.regression import commands as regression
 
     planned = regression.plan(args)       # regression runs: refused before any work too
-    engine = Engine()
+    with engine_for(args) as engine:      # a Dask cluster of --engine dask stays up until the folder is written
+        return _evaluate_and_write(args, engine, folder, planned, audit, figure)
+
+
+def _evaluate_and_write(args, engine, folder, planned, audit, figure) -> int:
+    """The evaluations of ``engine``, then the report folder written and the summary printed."""
+    from calibview.cli.regression import commands as regression
+    from calibview.core.reports.selective import write_selective
+    from calibview.core.reports.tables import write_report
+    from calibview.core.reports.uncertainty import write_uncertainty
+
     every = evaluate_all(args, engine)
     evaluations = ensemble_only(every)    # a run's member rows are in metrics.csv only
     reg = regression.evaluate(planned)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from calibview.cli.options import add_eval_options, requests_from_args, settings_from_args
+from calibview.cli.options import add_eval_options, engine_for, requests_from_args, settings_from_args
 from calibview.cli.shared import compute_each
 
 HELP = "every metric per slice of a metadata column (or --by class), its difference to the whole split, flags"
@@ -36,7 +36,6 @@ def run(args) -> int:
     """Evaluate every slice of every run, then print the table, the JSON records or write slices.csv."""
     from pathlib import Path
 
-    from calibview.core.evaluation.engine import Engine
     from calibview.core.errors import CalibviewError
     from calibview.core.io.safe_io import atomic_write
     from calibview.core.reports.tables import metrics_json
@@ -47,13 +46,13 @@ def run(args) -> int:
         raise CalibviewError("slices takes one --bins, --bandwidth and --kernel, not a list (an ablation).")
     if args.out and Path(args.out).exists() and not Path(args.out).is_dir():
         raise CalibviewError(f"--out {args.out} exists and is not a directory; give a directory to write into.")
-    engine = Engine()
-    results = compute_each(
-        requests_from_args(args), lambda req: req.run,
-        lambda req, bar, cancel: evaluate_slices(engine, req, args.by, slice_bins=args.slice_bins,
-                                                 min_slice=args.min_slice,
-                                                 smooth_intervals=True if args.smooth_intervals else None,
-                                                 progress=bar, cancel=cancel), quiet=args.quiet)
+    with engine_for(args) as engine:
+        results = compute_each(
+            requests_from_args(args), lambda req: req.run,
+            lambda req, bar, cancel: evaluate_slices(engine, req, args.by, slice_bins=args.slice_bins,
+                                                     min_slice=args.min_slice,
+                                                     smooth_intervals=True if args.smooth_intervals else None,
+                                                     progress=bar, cancel=cancel), quiet=args.quiet)
     records = [rec for res in results for rec in res.records]
     if args.json:
         sys.stdout.write(metrics_json(records))

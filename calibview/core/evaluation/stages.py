@@ -189,7 +189,7 @@ def scoring_pass(job: Job, scores, labels, items, counts, units, note, span) -> 
         stream.trim_heap()          # the previous chunk's temporaries: see stream.trim_heap (in memory too)
         base_pred[start:start + z.shape[0]] = z.argmax(dim=1)
         for nm in names:
-            accs[nm].add(start, job.fitted[nm].apply(z), y, _on_chunk(pos[nm], cws[nm], refs[nm]))
+            score_chunk(accs[nm], job.fitted[nm], start, z, y, pos[nm], cws[nm], refs[nm])
         stop = start + z.shape[0]
         report(job.progress, span[0] + (span[1] - span[0]) * stop / n * 0.5,
                f"scoring {label}: {stop:,} of {n:,} rows")
@@ -310,6 +310,16 @@ def restricted_classwise(job: Job, counts, stats, bins) -> ClasswiseBootstrap:
     ``stats`` is its SampleStats from the scoring pass. Fed by :func:`rank_pass`."""
     cols = mixed_classes(stats, bins[0])
     return ClasswiseBootstrap(counts, job.k, columns=cols if len(cols) < job.k // 2 else None, device=job.device)
+
+
+def score_chunk(acc: StatsAccumulator, fitted: calib.Fitted, start: int, z: torch.Tensor, y: torch.Tensor,
+                pos: torch.Tensor, cw: Optional[ClasswiseBootstrap] = None,
+                ref: Optional[Refinement] = None) -> None:
+    """The scoring pass's work on one chunk for one calibrator: ``fitted`` applied to ``z`` (rows, K) scores from
+    row ``start`` (labels ``y`` (rows,) int64), its per-sample vectors and class-wise sums into ``acc``, each row's
+    label probability into ``pos`` (N,) float64, and the class-wise resamples ``cw`` and refinement split ``ref``
+    fed. Public so that an engine scoring shards elsewhere (calibview.core.distributed) does the same per chunk."""
+    acc.add(start, fitted.apply(z), y, _on_chunk(pos, cw, ref))
 
 
 def _on_chunk(pos: torch.Tensor, cw: Optional[ClasswiseBootstrap], ref: Optional[Refinement] = None):

@@ -42,6 +42,13 @@ def list_runs(pattern: str) -> list[schema.RunInfo]:
     return _listing(pattern)[0]
 
 
+def layout(pattern: str) -> tuple[list[str], list[list[schema.RunInfo]]]:
+    """(shard files in order, each shard's own runs), checked alike across shards: what an engine that reads
+    each shard on its own (calibview.core.distributed) plans from."""
+    _, files, per_file = _listing(pattern)
+    return files, per_file
+
+
 def _listing(pattern: str) -> tuple[list[schema.RunInfo], list[str], list[list[schema.RunInfo]]]:
     """(merged runs, shard files, each shard's own runs), from one metadata pass over the shards."""
     files = expand(pattern)

@@ -277,6 +277,30 @@ class StatsAccumulator:
         self._sums[n_bins] = sums.cpu().numpy()
         return self._sums[n_bins]
 
+    def state(self) -> dict[str, np.ndarray]:
+        """What this accumulator holds, as numpy arrays (per-sample conf, pred, nll, brier (n,); per-class
+        ``total`` (K,); the sparse entries ``rows, cols, p, is_label``): to be sent from another process and added
+        to a larger accumulator by :meth:`add_state`."""
+        rows, cols, p, is_label = self.entries()
+        return {"conf": self.conf.cpu().numpy(), "pred": self.pred.cpu().numpy(), "nll": self.nll.cpu().numpy(),
+                "brier": self.brier.cpu().numpy(), "total": self.total.cpu().numpy(), "rows": rows.cpu().numpy(),
+                "cols": cols.cpu().numpy(), "p": p.cpu().numpy(), "is_label": is_label.cpu().numpy()}
+
+    def add_state(self, start: int, state: dict[str, np.ndarray]) -> None:
+        """Rows ``start ..`` from another accumulator's :meth:`state` (same K and bin counts), as if they had been
+        added here chunk by chunk (entries in row order: add the parts in row order)."""
+        stop = start + state["conf"].shape[0]
+        dev = self.conf.device
+        for name in ("conf", "pred", "nll", "brier"):
+            getattr(self, name)[start:stop] = torch.from_numpy(state[name]).to(dev)
+        self.total += torch.from_numpy(state["total"]).to(dev)
+        self._sums.clear()
+        if state["rows"].size:
+            if self._merged is not None:
+                self._entries, self._merged = [self._merged], None
+            rows, cols, p, is_label = (torch.from_numpy(state[f]).to(dev) for f in ("rows", "cols", "p", "is_label"))
+            self._entries.append((rows + start, cols, p, is_label))
+
     def result(self, labels: torch.Tensor) -> SampleStats:
         """The statistics of all N rows (``labels`` (N,) int64, any device); class-wise sums of the smallest B."""
         labels = labels.to(self.pred.device)

@@ -1,0 +1,205 @@
+"""The Dask engine on a LocalCluster of two worker processes: the same numbers as the local engine on the same rows
+written as one file, one-sentence refusals of shards that disagree, and no dask import unless asked for."""
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+pytest.importorskip("distributed")
+
+from calibview.cli import main  # noqa: E402
+from calibview.core.distributed import shards as dshards  # noqa: E402
+from calibview.core.distributed import tasks  # noqa: E402
+from calibview.core.distributed.engine import DaskEngine  # noqa: E402
+from calibview.core.errors import CalibviewError  # noqa: E402
+from calibview.core.evaluation.engine import Engine  # noqa: E402
+from calibview.core.evaluation.request import EvalRequest  # noqa: E402
+from calibview.core.io.writer import write_run  # noqa: E402
+
+RUN = "net/data"
+K = 6
+#: rows of (val, test) per shard: uneven, one shard with a single test row
+SIZES = [(400, 700), (300, 1), (350, 900)]
+
+
+def _split(rng, n, k=K):
+    y = rng.integers(0, k, n)
+    z = rng.normal(size=(n, k)) * 2.0
+    z[np.arange(n), y] += 1.5
+    return z, y
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    """The shards part-0..2 (part-1 stored in float16) and the same rows written whole to one file."""
+    d = tmp_path_factory.mktemp("dask")
+    rng = np.random.default_rng(7)
+    whole = {"val": [], "test": []}
+    for i, sizes in enumerate(SIZES):
+        for split, n in zip(("val", "test"), sizes):
+            z, y = _split(rng, n)
+            z = z.astype(np.float16 if i == 1 else np.float32)
+            write_run(d / f"part-{i}.h5", "net", "data", split, logits=z, labels=y)
+            whole[split].append((z.astype(np.float32), y))
+    for split, parts in whole.items():
+        write_run(d / "whole.h5", "net", "data", split, logits=np.concatenate([p[0] for p in parts]),
+                  labels=np.concatenate([p[1] for p in parts]))
+    return d
+
+
+@pytest.fixture(scope="module")
+def client():
+    """One LocalCluster of two single-threaded worker processes for the whole module."""
+    import distributed
+
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster, distributed.Client(cluster) as c:
+        yield c
+
+
+def _close(a, b, tol=1e-9):
+    """Equal, floats to ``tol`` (NaN equal to NaN), inside dicts and lists too."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_close(a[k], b[k], tol) for k in a)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_close(x, y, tol) for x, y in zip(a, b))
+    if isinstance(a, float) and isinstance(b, float):
+        return (math.isnan(a) and math.isnan(b)) or a == b or abs(a - b) <= tol
+    return a == b
+
+
+def test_point_estimates_equal_the_local_engine_on_one_file(data, client):
+    kw = dict(run=RUN, calibrators=("none", "ts", "vs", "hb"), n_boot=0, bins=10)
+    local = Engine().evaluate(EvalRequest(file=str(data / "whole.h5"), **kw))
+    engine = DaskEngine(client)
+    dask = engine.evaluate(EvalRequest(file=str(data / "part-*.h5"), **kw))
+    assert dask.n_eval == local.n_eval == sum(t for _, t in SIZES)
+    checked = 0
+    for a, b in zip(local.results, dask.results):
+        assert a.name == b.name
+        assert _close(a.fitted.to_json()["params"], b.fitted.to_json()["params"]), a.name
+        for m, est in a.metrics.items():
+            assert _close(est.value, b.metrics[m].value), (a.name, m, est.value, b.metrics[m].value)
+            checked += 1
+        np.testing.assert_allclose(a.per_class_ece, b.per_class_ece, atol=1e-9)
+    assert checked > 100
+    # a second request of the same calibrators is the cache's: nothing is scored again
+    again = engine.evaluate(EvalRequest(file=str(data / "part-*.h5"), **kw))
+    assert again.counters.scored == ()
+
+
+def test_cli_records_equal_without_engine(data, client, capsys):
+    pattern = str(data / "part-*.h5")
+    args = ["metrics", "--shards", pattern, "--calibrators", "none,ts", "--n-boot", "0", "--json", "--quiet"]
+    assert main(args) == 0
+    plain = json.loads(capsys.readouterr().out)
+    assert main(args + ["--engine", "dask", "--scheduler", client.scheduler.address]) == 0
+    dask = json.loads(capsys.readouterr().out)
+    assert len(plain) == len(dask) == 2
+    for a, b in zip(plain, dask):
+        assert a.keys() == b.keys()
+        for key in a:
+            assert _close(a[key], b[key]), (a["calibrator"], key, a[key], b[key])
+
+
+def test_cli_local_two_workers(data, capsys):
+    # the literal command line: calibview starts a LocalCluster of two processes and closes it
+    assert main(["metrics", "--shards", str(data / "part-*.h5"), "--engine", "dask", "--scheduler", "local:2",
+                 "--calibrators", "none,ts", "--n-boot", "0", "--json", "--quiet"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["calibrator"] for r in rows] == ["none", "ts"]
+
+
+def _one_sentence(err: str) -> str:
+    line = err.strip()
+    assert "\n" not in line and "Traceback" not in line, err
+    return line
+
+
+@pytest.mark.parametrize("odd", ["k", "splits"])
+def test_a_shard_that_disagrees_is_named(tmp_path, data, client, capsys, odd):
+    rng = np.random.default_rng(1)
+    for i in range(2):
+        for split in ("val", "test"):
+            if odd == "splits" and i == 1 and split == "val":
+                continue
+            z, y = _split(rng, 50, K + 1 if odd == "k" and i == 1 else K)
+            write_run(tmp_path / f"p-{i}.h5", "net", "data", split, logits=z.astype(np.float32), labels=y)
+    rc = main(["metrics", "--shards", str(tmp_path / "p-*.h5"), "--engine", "dask", "--scheduler",
+               client.scheduler.address, "--calibrators", "none", "--n-boot", "0", "--json", "--quiet"])
+    assert rc == 2
+    line = _one_sentence(capsys.readouterr().err)
+    assert str(tmp_path / "p-1.h5") in line
+
+
+def test_no_shard_matches(tmp_path, client, capsys):
+    rc = main(["metrics", "--shards", str(tmp_path / "none-*.h5"), "--engine", "dask", "--scheduler",
+               client.scheduler.address, "--n-boot", "0", "--quiet"])
+    assert rc == 2 and "No file matches" in _one_sentence(capsys.readouterr().err)
+
+
+def test_refusals_before_a_cluster_starts(data, capsys):
+    # a single file and a bootstrap are refused by the flags' names, without starting local workers
+    assert main(["metrics", str(data / "whole.h5"), "--engine", "dask", "--n-boot", "0", "--quiet"]) == 2
+    assert "--engine dask scores shards" in _one_sentence(capsys.readouterr().err)
+    assert main(["metrics", "--shards", str(data / "part-*.h5"), "--engine", "dask", "--n-boot", "5"]) == 2
+    assert "--n-boot 0" in _one_sentence(capsys.readouterr().err)
+
+
+def test_a_shard_that_vanishes_or_changes_after_planning(tmp_path, client):
+    rng = np.random.default_rng(2)
+    for i in range(2):
+        z, y = _split(rng, 30)
+        write_run(tmp_path / f"q-{i}.h5", "net", "data", "test", logits=z.astype(np.float32), labels=y)
+    plan = dshards.plan(str(tmp_path / "q-*.h5"), RUN, "test")
+    assert [s.start for s in plan] == [0, 30]
+    from calibview.core.calibrators import Fitted
+
+    fitted = {"none": Fitted(method="none", k=K, params={})}
+    assert "error" not in tasks.score_shard(plan[0], fitted, (15,), np.arange(30), 0)
+    # rewritten: the identity differs
+    z, y = _split(rng, 30)
+    write_run(tmp_path / "q-0.h5", "net", "data", "test", logits=z.astype(np.float32), labels=y, overwrite=True)
+    os.utime(tmp_path / "q-0.h5", ns=(1, 1))
+    out = client.submit(tasks.score_shard, plan[0], fitted, (15,), np.arange(30), 0, pure=False).result()
+    assert "changed during the run" in out["error"]
+    os.remove(tmp_path / "q-1.h5")
+    out = tasks.score_shard(plan[1], fitted, (15,), np.arange(30), 0)
+    assert "vanished during the run" in out["error"] and str(tmp_path / "q-1.h5") in out["error"]
+    with pytest.raises(CalibviewError, match="missing|No file matches|does not exist"):
+        dshards.plan(str(tmp_path / "q-1.h5"), RUN, "test")
+
+
+NO_DASK = """
+import sys
+{block}
+from calibview.cli.program import main
+rc = main(sys.argv[1:])
+print("DASK_MODULES", sorted(m for m in sys.modules if m.split(".")[0] in ("dask", "distributed")))
+print("RC", rc)
+"""
+
+
+def _fresh(code: str, *argv) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+
+
+def test_nothing_from_dask_is_imported_without_engine(data):
+    r = _fresh(NO_DASK.format(block=""), "metrics", "--shards", str(data / "part-*.h5"), "--calibrators", "none",
+               "--n-boot", "0", "--json", "--quiet")
+    assert "RC 0" in r.stdout, r.stderr
+    assert "DASK_MODULES []" in r.stdout
+
+
+def test_without_dask_installed_the_install_is_named(data):
+    block = "sys.modules['dask'] = None; sys.modules['distributed'] = None   # import dask raises ImportError"
+    r = _fresh(NO_DASK.format(block=block), "metrics", "--shards", str(data / "part-*.h5"), "--engine", "dask",
+               "--n-boot", "0", "--quiet")
+    assert "RC 2" in r.stdout
+    assert "pip install calibview[dask]" in _one_sentence(r.stderr)
