@@ -29,10 +29,27 @@ def test_a_plugin_that_loads_is_never_refused():
     assert syslibs.xcb_problem({"DISPLAY": ":0"}, _loader({"libxcb-cursor.so.0"}), lambda: "") == ""
 
 
-def test_the_real_plugin_loads_here():
+def test_the_real_probe_agrees_with_the_loader_here():
+    """On this machine, whatever its system libraries: the probe of the real plugin refuses only when a library
+    really cannot be loaded, and then the one-line message names what the loader named (never a false refusal of
+    a working window, never a silent pass over a broken one)."""
+    import ctypes
+
     if syslibs.xcb_plugin() is None:
         pytest.skip("PySide6 without its xcb plugin")
-    assert syslibs._probe_plugin() == ""
+    error = syslibs._probe_plugin()
+    msg = syslibs.xcb_problem({"DISPLAY": ":0"})
+    if not error:
+        assert msg == ""
+        return
+    soname = error.split(":")[0].strip()
+    if soname.startswith("lib") and ".so" in soname:        # the loader named the library it could not open
+        with pytest.raises(OSError):
+            ctypes.CDLL(soname)
+        packages = dict(syslibs.XCB_LIBRARIES)
+        if soname in packages:
+            assert f" {packages[soname]}" in msg
+    assert msg and "\n" not in msg
 
 
 def test_only_the_x11_plugin_is_checked():
