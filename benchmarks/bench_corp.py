@@ -52,7 +52,7 @@ TARGET_S = 0.2
 class _NoRefinement(refine.Refinement):
     """The refinement split switched off: nothing collected, a NaN result."""
 
-    def __init__(self, n, k, seed=0):
+    def __init__(self, n, k, seed=0, resampled=False):
         self.n = n
 
     def add(self, *a):

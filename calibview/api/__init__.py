@@ -1,8 +1,9 @@
 """The Python API for notebooks and scripts, on arrays: ``evaluate`` and its :class:`Result` (``evaluation``,
-``result``), conformal prediction sets (``conformal_sets``), one-off metric functions (``metrics``), scikit-learn-style
-calibrators (``calibrators``) and logits collected from a torch model (``collect``). ``import calibview`` exposes
-these names lazily (``calibview.ece``, ``calibview.evaluate``, ...), so importing the package costs no torch until
-one is used.
+``result``), the evaluation of a file or of shards, on this process or a Dask cluster (``files``), conformal
+prediction sets (``conformal_sets``), one-off metric functions (``metrics``), scikit-learn-style calibrators
+(``calibrators``) and logits collected from a torch model (``collect``). ``import calibview`` exposes these names
+lazily (``calibview.ece``, ``calibview.evaluate``, ...), so importing the package costs no torch until one is
+used.
 
 This layer sits beside the command line and the window: it uses the core and the figures, and nothing below
 imports it."""
@@ -10,6 +11,7 @@ imports it."""
 #: public name -> the submodule of calibview.api that defines it, or a full module path (resolved on first use)
 EXPORTS: dict[str, str] = {
     "evaluate": "evaluation",
+    "evaluate_file": "files",
     "Result": "result",
     "conformal": "conformal_sets",
     "ConformalResult": "conformal_sets",

@@ -43,6 +43,8 @@ class DaskEngine(Engine):
     def __init__(self, client, budget: Optional[int] = None) -> None:
         super().__init__(*(() if budget is None else (budget,)))
         self.client = client
+        #: the last map of each kind ("scoring", "AUROC"): each shard task's seconds on its worker, in shard order
+        self.task_seconds: dict[str, list[float]] = {}
 
     def evaluate_settings(self, req: EvalRequest, settings: Optional[Sequence[Setting]] = None, *,
                           progress=None, cancel: Optional[threading.Event] = None, on_partial=None,
@@ -94,7 +96,9 @@ class DaskEngine(Engine):
         fit_scattered = self.client.scatter(fitted, broadcast=True)
         firsts = self._map(job, tasks.score_shard, plan, (0.35, 0.5), "scoring",
                            lambda s: (s, fit_scattered, bins, _local(ref_rows, s), seed, rows))
+        t2 = time.perf_counter()
         merged = merge_scores(job, plan, firsts, todo, bins, ref_rows)
+        merge_s = time.perf_counter() - t2
         labels = merged["labels"]
         big = self.client.scatter({"labels": labels, "pos": {nm: merged[nm]["pos"] for nm in todo}},
                                   broadcast=True)
@@ -102,10 +106,14 @@ class DaskEngine(Engine):
         seconds = self._map(job, _rank, plan, (0.5, 0.6), "AUROC",
                             lambda s: (s, fit_scattered, big, beta, seed, rows, bool(job.req.n_boot)))
         for nm in todo:
-            job.scored[nm] = job.cache.put(job.score_key(nm), finish(job, nm, plan, merged, seconds, bins))
+            t2 = time.perf_counter()
+            scored = finish(job, nm, plan, merged, seconds, bins)
+            merge_s += time.perf_counter() - t2
+            job.scored[nm] = job.cache.put(job.score_key(nm), scored)
             job.counters["scored"].append((nm, job.req.eval_split))
             stages.emit_partial(job)
         job.timings["score"] = time.perf_counter() - t1
+        job.timings["score:merge"] = merge_s        # the client's share of the score stage (O(N) work)
 
     def _map(self, job: Job, fn, plan, span, what: str, args) -> list:
         """``fn(*args(shard))`` for every shard on the cluster, results in shard order; progress counts finished
@@ -128,6 +136,7 @@ class DaskEngine(Engine):
         for r in results:
             if "error" in r:
                 raise CalibviewError(r["error"])
+        self.task_seconds[what] = [r.pop("_seconds") for r in results]
         return results
 
 

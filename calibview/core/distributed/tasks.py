@@ -17,6 +17,7 @@ their prepared tensors.
 from __future__ import annotations
 
 import contextlib
+import time
 from typing import Iterator, Mapping, Optional
 
 import numpy as np
@@ -27,15 +28,19 @@ from calibview.core.errors import CalibviewError
 
 def guarded(fn):
     """``fn`` returning ``{"error": sentence}`` for a CalibviewError instead of raising it: a user's error (a shard
-    that vanished) reaches the client as its one sentence, not as a worker's logged traceback."""
+    that vanished) reaches the client as its one sentence, not as a worker's logged traceback. A result gets the
+    task's seconds on its worker as ``"_seconds"``."""
     import functools
 
     @functools.wraps(fn)
     def task(*args, **kw):
+        t0 = time.perf_counter()
         try:
-            return fn(*args, **kw)
+            out = fn(*args, **kw)
         except CalibviewError as e:
             return {"error": str(e)}
+        out["_seconds"] = time.perf_counter() - t0        # the task's own time on its worker (benchmarks read it)
+        return out
     return task
 
 

@@ -203,3 +203,44 @@ def test_without_dask_installed_the_install_is_named(data):
                "--n-boot", "0", "--quiet")
     assert "RC 2" in r.stdout
     assert "pip install calibview[dask]" in _one_sentence(r.stderr)
+
+
+class _KillOnce:
+    """A worker plugin that ends its worker's process (as a crash or an OOM kill would) when the first scoring
+    task starts executing on it, once per test: the marker file says it has happened."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def setup(self, worker) -> None:
+        self.worker = worker
+
+    def transition(self, key, start, finish, **kwargs) -> None:
+        if finish == "executing" and "calibview-scoring" in str(key) and not os.path.exists(self.marker):
+            with open(self.marker, "w"):
+                pass
+            os._exit(1)
+
+
+def test_a_killed_worker_still_gives_the_identical_result(data, tmp_path):
+    """The nanny restarts the dead worker and the scheduler runs its task again elsewhere: the result is the one
+    an undisturbed cluster gives, exactly."""
+    import distributed
+
+    req = EvalRequest(file=str(data / "part-*.h5"), run=RUN, eval_split="test", fit_split="val",
+                      calibrators=("none", "ts"), n_boot=0)
+    marker = tmp_path / "killed"
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=":0") as cluster, distributed.Client(cluster) as c:
+        undisturbed = DaskEngine(c).evaluate(req)
+        plugin = type("KillOnce", (_KillOnce, distributed.WorkerPlugin), {})(str(marker))
+        c.register_plugin(plugin)
+        disturbed = DaskEngine(c).evaluate(req)
+    assert marker.exists()                      # a worker did die during the second run
+    assert disturbed.counters.scored                # scored again (a fresh engine), not read from a cache
+    for a, b in zip(undisturbed.results, disturbed.results):
+        assert a.name == b.name
+        assert a.metrics.keys() == b.metrics.keys()
+        # bit for bit; an absent value (NaN: no resamples, no log decomposition for K > 2) is absent on both sides
+        np.testing.assert_array_equal([a.metrics[m].value for m in a.metrics], [b.metrics[m].value for m in a.metrics])
+        np.testing.assert_array_equal(a.per_class_ece, b.per_class_ece)
