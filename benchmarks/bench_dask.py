@@ -8,10 +8,14 @@ The script prints the wall time of each evaluation, the per-shard task times the
 and the AUROC map), the client's merge time (``score:merge``: concatenating the per-sample vectors, adding the
 class-wise and AUROC sums, building each calibrator's scored state), checks that every point estimate agrees
 with the local engine's to 1e-9, and computes from those measured costs the expected time on M machines.
+Then the intervals: on ``--boot-shards`` more shards of the same size, ``--n-boot`` Poisson resamples
+(``bootstrap="poisson"``, the only scheme a sharded engine can draw) on the local engine and on
+the largest cluster, timed the same way, with the largest difference of any value or interval bound between them.
 Not run by the tests. With ``--markdown FILE`` it also writes its section of FILE (between ``<!-- bench_dask -->``
 and ``<!-- /bench_dask -->``).
 
-    python benchmarks/bench_dask.py [--shards 16] [--rows 32768] [--classes 1000] [--markdown benchmarks/RESULTS.md]
+    python benchmarks/bench_dask.py [--shards 16] [--rows 32768] [--classes 1000] [--boot-shards 4] [--n-boot 200]
+                                    [--markdown benchmarks/RESULTS.md]
 """
 
 from __future__ import annotations
@@ -65,6 +69,8 @@ def main() -> None:
     ap.add_argument("--fit-rows", type=int, default=2_048, help="val rows per shard")
     ap.add_argument("--classes", type=int, default=1_000)
     ap.add_argument("--workers", default="1,2", help="worker counts of the local clusters")
+    ap.add_argument("--boot-shards", type=int, default=4, help="shards of the bootstrap comparison (0: none)")
+    ap.add_argument("--n-boot", type=int, default=200, help="Poisson resamples of the bootstrap comparison")
     ap.add_argument("--dir", default=None, help="where the shards are written (default: a temporary directory)")
     ap.add_argument("--markdown", default=None, metavar="FILE", help="also write this benchmark's section of FILE")
     args = ap.parse_args()
@@ -80,6 +86,11 @@ def main() -> None:
         print(f"wrote {args.shards} shards, {size / 1e9:.2f} GB, in {time.perf_counter() - t0:.1f} s")
         pattern = os.path.join(d, "part-*.h5")
         rows = run_all(pattern, args)
+        for i in range(args.boot_shards):
+            synthetic.write(os.path.join(d, f"boot-{i:02d}.h5"), {"val": args.fit_rows, "test": args.rows},
+                            args.classes, "float16", seed=1000 + i)
+        if args.boot_shards:
+            rows["boot"] = run_boot(os.path.join(d, "boot-*.h5"), args)
     elapsed = time.perf_counter() - t_start
     text = section(rows, args, size, started, elapsed, (load0, os.getloadavg()[0]))
     print(text)
@@ -119,6 +130,40 @@ def run_all(pattern: str, args) -> dict:
     return out
 
 
+def _bounds(ev) -> dict:
+    return {(r.name, m, i): v for r in ev.results for m, e in r.metrics.items()
+            for i, v in enumerate((e.value, e.lo, e.hi))}
+
+
+def run_boot(pattern: str, args) -> dict:
+    """The Poisson intervals on the local engine and on the largest cluster, from the same shards."""
+    import distributed
+
+    from calibview.core.distributed.engine import DaskEngine
+    from calibview.core.evaluation.engine import Engine
+    from calibview.core.evaluation.request import EvalRequest
+
+    kw = dict(file=pattern, run=RUN, eval_split="test", fit_split="val", calibrators=("none", "ts"),
+              n_boot=args.n_boot, bootstrap="poisson")
+    out = {}
+    t0 = time.perf_counter()
+    ev = Engine().evaluate(EvalRequest(**kw, max_memory=256 << 20))
+    out["local"] = {"wall": time.perf_counter() - t0, "timings": dict(ev.timings), "bounds": _bounds(ev)}
+    w = max(int(x) for x in args.workers.split(","))
+    with distributed.LocalCluster(n_workers=w, threads_per_worker=1, processes=True,
+                                  dashboard_address=":0") as cluster, distributed.Client(cluster) as client:
+        client.run(_warm)
+        t1 = time.perf_counter()
+        ev = DaskEngine(client).evaluate(EvalRequest(**kw))
+        out["dask"] = {"wall": time.perf_counter() - t1, "timings": dict(ev.timings), "bounds": _bounds(ev),
+                       "workers": w}
+    out["diff"] = _max_diff(out["local"]["bounds"], out["dask"]["bounds"])
+    out["finite"] = sum(1 for k, v in out["dask"]["bounds"].items() if k[2] and math.isfinite(v))
+    print(f"bootstrap: local {out['local']['wall']:.1f} s, dask local:{w} {out['dask']['wall']:.1f} s, "
+          f"max |diff| {out['diff']:.2g}")
+    return out
+
+
 def fmt_timings(t: dict) -> str:
     return ", ".join(f"{k} {v:.2f} s" for k, v in t.items() if isinstance(v, float))
 
@@ -141,7 +186,7 @@ def section(rows: dict, args, size: int, started: str, elapsed: float, load: tup
 
     n = args.shards * args.rows
     local = rows["local"]
-    workers = [w for w in rows if w != "local"]
+    workers = [w for w in rows if w not in ("local", "boot")]
     lines = [BEGIN, "## The Dask engine: `python benchmarks/bench_dask.py`", "",
              f"Written by `benchmarks/bench_dask.py` on {started} in {elapsed:.0f} s; {_machine()}, distributed "
              f"{distributed.__version__}; load average {load[0]:.2f} at the start, {load[1]:.2f} at the end. "
@@ -176,6 +221,17 @@ def section(rows: dict, args, size: int, started: str, elapsed: float, load: tup
               f"The client's merge: {t_merge:.2f} s for {n:,} rows ({t_merge / n * 1e9:.0f} ns per row); fit "
               f"{t_fit:.2f} s; the points stage and the assembly {t_rest:.2f} s.", ""]
     lines += scaling(args, n, t_task, t_merge, t_fit, t_rest)
+    boot = rows.get("boot")
+    if boot:
+        lo, da = boot["local"], boot["dask"]
+        lines += [f"**Intervals** ({args.boot_shards} more shards of the same size, {args.boot_shards * args.rows:,} "
+                  f"test rows, `none,ts`, {args.n_boot} Poisson resamples, `--bootstrap poisson`): the local engine on "
+                  f"the same shards {lo['wall']:.1f} s (score {lo['timings'].get('score', float('nan')):.1f} s, "
+                  f"bootstrap {lo['timings'].get('bootstrap', float('nan')):.1f} s); Dask, LocalCluster of "
+                  f"{da['workers']} worker processes, {da['wall']:.1f} s (score "
+                  f"{da['timings'].get('score', float('nan')):.1f} s, bootstrap on the client "
+                  f"{da['timings'].get('bootstrap', float('nan')):.1f} s). Largest difference of any value or interval "
+                  f"bound between the two: {boot['diff']:.1g} ({boot['finite']} finite interval bounds compared).", ""]
     lines.append(END)
     return "\n".join(lines) + "\n"
 

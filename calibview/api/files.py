@@ -36,20 +36,23 @@ def evaluate_file(path: Union[str, os.PathLike], *, run: Optional[str] = None, f
                   kernel: Union[str, Sequence[str]] = "gaussian", n_boot: int = 1000, seed: int = 0,
                   level: float = 0.95, device: str = "auto", options: Optional[Mapping[str, Mapping[str, Any]]] = None,
                   max_memory: Optional[int] = None, engine: str = "local", scheduler: Any = "local",
-                  progress: bool = False) -> Result:
+                  bootstrap: Optional[str] = None, progress: bool = False) -> Result:
     """Evaluate run ``run`` of the HDF5 file ``path``, or of the shards a glob ``path`` matches ('logits-*.h5',
     concatenated along N in sorted order), as :func:`calibview.evaluate` evaluates arrays.
 
     fit_split, eval_split : split names (default: fit on "val", evaluate on "test", as the command line does).
     max_memory : bytes of logits held in memory before a split is streamed from disk (None: the default budget).
     engine : "local" (this process) or "dask": the shards are scored on a Dask cluster, one task per shard, with
-        the same point estimates as the local engine (needs ``pip install calibview[dask]`` and ``n_boot=0``).
+        the same point estimates as the local engine, and with ``bootstrap="poisson"`` the same intervals (needs
+        ``pip install calibview[dask]``).
     scheduler : with engine="dask", "local" or "local:N" (a cluster of N worker processes, started and closed
         here), the address of a running scheduler ("tcp://host:8786"), or a ``distributed.Client`` of yours.
+    bootstrap : "multinomial" or "poisson" (a Poisson(1) weight per sample, drawn per shard and row block); None:
+        poisson with engine="dask", the only scheme it can draw, else multinomial.
     The other arguments are :func:`calibview.evaluate`'s. Returns a :class:`~calibview.api.result.Result` whose
     report and figures reuse the fits and scores held in its engine's cache (on this process: a Dask cluster
     started here is closed on return)."""
-    from calibview.core.evaluation.request import EvalRequest, check_request, default_splits
+    from calibview.core.evaluation.request import EvalRequest, check_request, default_bootstrap, default_splits
 
     if engine not in ENGINES:
         raise ParameterError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}.", "engine")
@@ -68,7 +71,8 @@ def evaluate_file(path: Union[str, os.PathLike], *, run: Optional[str] = None, f
     first = settings[0]
     req = EvalRequest(file=path, run=info.name, eval_split=eval_split, fit_split=fit_split, calibrators=names,
                       bins=first.bins, n_boot=n_boot, seed=seed, level=level, bandwidth=first.bandwidth,
-                      kernel=first.kernel, device=device, options=_options(options, names), max_memory=max_memory)
+                      kernel=first.kernel, device=device, options=_options(options, names), max_memory=max_memory,
+                      bootstrap=bootstrap or default_bootstrap(engine))
     for s in settings:                  # every setting refused before any work (and before a cluster starts)
         check_request(replace(req, bins=s.bins, bandwidth=s.bandwidth, kernel=s.kernel))
     bar = _Progress() if progress else None
@@ -95,7 +99,7 @@ def _on_dask(req, settings, scheduler, bar):
     from calibview.core.evaluation.engine import Engine
 
     dclient.require_dask()
-    dshards.check_request(req.file, req.n_boot)
+    dshards.check_request(req.file, req.n_boot, req.bootstrap)
     with open_engine(scheduler) as dask_engine:
         evaluations = dask_engine.evaluate_settings(req, settings, progress=bar)
     local = Engine()

@@ -112,9 +112,11 @@ def add_eval_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--n-boot", type=int, default=d["n_boot"], help="bootstrap resamples per interval (0: none)")
     p.add_argument("--seed", type=int, default=d["seed"], help=f"bootstrap seed, 0 or more (default {d['seed']})")
     p.add_argument("--level", type=float, default=d["level"], help=f"interval level (default {d['level']:g})")
+    p.add_argument("--bootstrap", choices=("multinomial", "poisson"), help="how resamples are drawn: multinomial (default), or "
+                   "poisson, a weight per sample drawn per shard (the default and only choice with --engine dask)")
     p.add_argument("--interval", choices=("auto", "percentile", "basic", "bca"), default=d["interval"],
-                   help="how intervals are read off the resamples: auto (default) is BCa for the binned "
-                        "calibration errors and percentile for the rest; or one method for every metric")
+                   help="how intervals are read off the resamples: auto (default) is the basic interval, clipped at "
+                        "0, for the binned calibration errors and percentile for the rest; or one method for all")
     p.add_argument("--device", default=d["device"], help=f"cpu, cuda or auto (default: {d['device']})")
     memory = size_text(d["max_memory"])
     p.add_argument("--max-memory", default=memory, metavar="SIZE",
@@ -276,7 +278,7 @@ def requests_from_args(args) -> list:
     """The EvalRequests of the command line, one per run and eval split, each with the first setting; a run,
     split, calibrator or option that cannot work is refused before any work."""
     from calibview.core import calibrators as calib
-    from calibview.core.evaluation.request import EvalRequest, default_splits
+    from calibview.core.evaluation.request import EvalRequest, default_bootstrap, default_splits
     from calibview.core.io import discovery, shards
     from calibview.core.io.memory import parse_size
     from calibview.core.evaluation.toplabel.absent import is_toplabel, skipped_note, usable_calibrators
@@ -346,7 +348,8 @@ def requests_from_args(args) -> list:
                                         seed=args.seed, level=args.level, interval=args.interval,
                                         bandwidth=first.bandwidth,
                                         kernel=first.kernel, device=args.device, options=options,
-                                        max_memory=parse_size(args.max_memory)))
+                                        max_memory=parse_size(args.max_memory),
+                                        bootstrap=args.bootstrap or default_bootstrap(args.engine)))
     return requests
 
 
@@ -405,7 +408,7 @@ def engine_for(args):
     from calibview.core.distributed import client, shards
 
     client.require_dask()
-    shards.check_request(eval_file(args), args.n_boot)
+    shards.check_request(eval_file(args), args.n_boot, args.bootstrap or "poisson")
     from calibview.core.distributed.engine import open_engine
     return open_engine(args.scheduler)
 
@@ -454,7 +457,7 @@ def announce_cost(requests) -> None:
     for req in requests:
         if not req.n_boot:
             continue
-        info = (shards if shards.is_pattern(req.file) else discovery).find_run(req.file, req.run)
+        info = discovery.find_run(shards.list_runs(req.file) if shards.is_pattern(req.file) else req.file, req.run)
         est = cost.bootstrap_cost(info.split(req.eval_split).n, info.k, req.n_boot, len(req.calibrators))
         cost.check_bootstrap(est, cost.budget(req.max_memory), req.n_boot)
         estimates.append((req, est))

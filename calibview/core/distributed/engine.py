@@ -1,23 +1,29 @@
 """The Dask engine: the local engine's stages with the score stage made of maps over the evaluation shards.
 
 ```
-fit      on the client, as the local engine fits (in memory, or streamed from the shards past --max-memory)
-score    map 1: tasks.score_shard per shard   -> per-sample vectors, class-wise entries, positives, refinement sums
-         merge: concatenated in shard order (the local engine's row order), sums added
-         map 2: tasks.rank_shard per shard    -> AUROC pair counts, refinement derivatives
-points   the unchanged local stages (calibview.core.evaluation.stages.assemble) on the merged Scored
+fit       on the client, as the local engine fits (in memory, or streamed from the shards past --max-memory)
+score     map 1: tasks.score_shard per shard -> per-sample vectors, class-wise entries, positives, refinement
+                 sums, and with resamples the shard's class-wise resample sums (its Poisson weights drawn there)
+          merge: concatenated in shard order (the local engine's row order), sums added
+          map 2: tasks.rank_shard per shard  -> AUROC pair counts, refinement derivatives, the class-wise
+                 jackknife (BCa) and, for a small split's AUROC interval, the probabilities
+resample  the unchanged local stage on the client, over the merged O(N) vectors, with the same Poisson draws
+points    the unchanged local stages (calibview.core.evaluation.stages.assemble) on the merged Scored
 ```
 
 The merged :class:`~calibview.core.evaluation.results.Scored` is what the local scoring pass builds from the same
 rows (the per-sample vectors bit for bit; sums up to their order of summation), so every point estimate equals the
-local engine's to rounding. The cache and its keys are the local engine's.
+local engine's to rounding. Resamples must be Poisson (``bootstrap="poisson"``, :class:`calibview.core.stats.resampling.PoissonScheme`):
+a multinomial draw couples every sample of the split, a Poisson weight belongs to its shard and row block, so the
+shards' class-wise accumulators add up, in the order the local engine folds them; the intervals then equal the
+local engine's with ``bootstrap="poisson"`` on the same shards. The cache and its keys are the local engine's.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Mapping, Optional, Sequence
 
@@ -27,13 +33,16 @@ from calibview.core import calibrators as calib
 from calibview.core.distributed import shards as dshards
 from calibview.core.distributed import tasks
 from calibview.core.errors import CalibviewError, ParameterError, check_cancel, report
-from calibview.core.evaluation import stages
+from calibview.core.evaluation import cost, stages
 from calibview.core.evaluation.engine import Engine, log
 from calibview.core.evaluation.job import Job
 from calibview.core.evaluation.request import EvalRequest, Setting, check_request, settings_of
 from calibview.core.evaluation.results import Evaluation, Scored
 from calibview.core.io.toplabel.format import is_toplabel
+from calibview.core.stats import auroc as au
+from calibview.core.stats import jackknife
 from calibview.core.stats.corp.refinement import Refinement
+from calibview.core.stats.resampling import resample_sizes
 
 
 class DaskEngine(Engine):
@@ -55,8 +64,13 @@ class DaskEngine(Engine):
         for s in settings:
             check_request(replace(req, bins=s.bins, bandwidth=s.bandwidth, kernel=s.kernel))
         job = self._job(req, settings, progress, cancel, on_partial, t0, given)
+        if req.n_boot:
+            cost.check_bootstrap(cost.bootstrap_cost(job.n, job.k, req.n_boot, len(job.names)),
+                                 cost.budget(req.max_memory), req.n_boot)
         stages.fit_stage(job)
         self._score_stage(job)
+        if req.n_boot:
+            stages.resample_stage(job)          # on the client, over the merged O(N) vectors
         report(job.progress, 1.0, "done")
         evaluations = stages.assemble(job, pending=False)
         log.info(job.log_line(evaluations[0]) + " (dask)")
@@ -72,7 +86,7 @@ class DaskEngine(Engine):
         return dict(job.scored)
 
     def _job(self, req, settings, progress, cancel, on_partial, t0, given) -> Job:
-        dshards.check_request(req.file, req.n_boot)
+        dshards.check_request(req.file, req.n_boot, req.bootstrap)
         job = Job(self.cache, req, settings, progress, cancel, on_partial, t0, given)
         if is_toplabel(job.run_info):
             raise ParameterError(f"engine=dask scores runs of logits or probabilities; {job.run_info.name} is a "
@@ -88,23 +102,34 @@ class DaskEngine(Engine):
         if not todo:
             return
         t1 = time.perf_counter()
-        plan = dshards.plan(job.req.file, job.run_info.name, job.req.eval_split)
+        r = job.req
+        plan = dshards.plan(r.file, job.run_info.name, r.eval_split)
         fitted = {nm: replace(job.fitted[nm], _prepared={}) for nm in todo}     # frozen records, no tensors
         bins = tuple(sorted(set(job.all_bins)))
-        ref_rows = Refinement(job.n, job.k, job.req.seed, resampled=False).rows
-        seed, rows = job.req.seed, job.req.chunk_rows
+        ref_rows = Refinement(job.n, job.k, r.seed, resampled=False).rows
+        seed, rows = r.seed, r.chunk_rows
+        # Poisson resamples: every task draws its own shard's weights from the scheme (a few numbers), and the
+        # client draws the whole matrix for the stages it runs itself, the same draws
+        counts, units, note = job.resamples()
+        boot = _Boot(counts, units, stages.classwise_note(job, counts, units, len(todo)) or note,
+                     bool(r.n_boot) and counts is not None and au.boot_note(r.n_boot, job.n, job.k) is None)
+        shard_boot = (job.poisson(), r.n_boot) if counts is not None and boot.cw_note is None else None
         fit_scattered = self.client.scatter(fitted, broadcast=True)
         firsts = self._map(job, tasks.score_shard, plan, (0.35, 0.5), "scoring",
-                           lambda s: (s, fit_scattered, bins, _local(ref_rows, s), seed, rows))
+                           lambda s: (s, fit_scattered, bins, _local(ref_rows, s), seed, rows, shard_boot))
         t2 = time.perf_counter()
-        merged = merge_scores(job, plan, firsts, todo, bins, ref_rows)
+        merged = merge_scores(job, plan, firsts, todo, bins, ref_rows, boot)
         merge_s = time.perf_counter() - t2
         labels = merged["labels"]
         big = self.client.scatter({"labels": labels, "pos": {nm: merged[nm]["pos"] for nm in todo}},
                                   broadcast=True)
         beta = {nm: merged[nm]["ref"].nodes() for nm in todo}
+        # the class-wise jackknife (BCa) reads the whole split's class-wise sums, known only after the merge
+        sub = jackknife.subsample_rows(job.n, seed) if r.n_boot else None
+        sums = {nm: {b: merged[nm]["acc"].classwise_sums(b) for b in bins} for nm in todo} if r.n_boot else {}
         seconds = self._map(job, _rank, plan, (0.5, 0.6), "AUROC",
-                            lambda s: (s, fit_scattered, big, beta, seed, rows, bool(job.req.n_boot)))
+                            lambda s: (s, fit_scattered, big, beta, seed, rows, bool(r.n_boot),
+                                       {nm: (_local(sub, s), sums[nm], job.n) for nm in sums}, boot.keep))
         for nm in todo:
             t2 = time.perf_counter()
             scored = finish(job, nm, plan, merged, seconds, bins)
@@ -140,9 +165,21 @@ class DaskEngine(Engine):
         return results
 
 
-def _rank(shard, fitted, big, beta, seed, rows, resampled):
+@dataclass(frozen=True)
+class _Boot:
+    """The resamples of a Dask evaluation: (n_boot, units) uint8 ``counts`` and (N,) ``units`` (or None),
+    ``cw_note`` (why the class-wise ECE has no interval, or None) and ``keep`` (the AUROC is resampled: the
+    rank tasks return their probabilities)."""
+
+    counts: Optional[object]
+    units: Optional[object]
+    cw_note: Optional[str]
+    keep: bool
+
+
+def _rank(shard, fitted, big, beta, seed, rows, resampled, jk, keep):
     """:func:`tasks.rank_shard` with the broadcast labels and positives unpacked."""
-    return tasks.rank_shard(shard, fitted, big["labels"], big["pos"], beta, seed, rows, resampled)
+    return tasks.rank_shard(shard, fitted, big["labels"], big["pos"], beta, seed, rows, resampled, jk, keep)
 
 
 def _cached(job: Job, nm: str) -> bool:
@@ -158,9 +195,10 @@ def _local(rows: np.ndarray, shard) -> np.ndarray:
     return rows[np.searchsorted(rows, shard.start):np.searchsorted(rows, shard.start + shard.n)] - shard.start
 
 
-def merge_scores(job: Job, plan, parts: list, names, bins, ref_rows) -> dict:
-    """The first map's shard results merged in shard order: ``{"labels": (N,), "base_pred": (N,), name: {"acc":
-    StatsAccumulator, "pos": (N,) float64, "ref": Refinement after its first pass}}``."""
+def merge_scores(job: Job, plan, parts: list, names, bins, ref_rows, boot: "_Boot") -> dict:
+    """The first map's shard results merged in shard order: ``{"labels": (N,), "base_pred": (N,), "boot": boot,
+    name: {"acc": StatsAccumulator, "pos": (N,) float64, "ref": Refinement after its first pass, "cw": the
+    class-wise resample accumulator or None}}``."""
     import torch
 
     from calibview.core.stats.metrics import StatsAccumulator
@@ -169,7 +207,7 @@ def merge_scores(job: Job, plan, parts: list, names, bins, ref_rows) -> dict:
     if labels.shape[0] != job.n:
         raise CalibviewError(f"The shards of {job.req.file} hold {labels.shape[0]:,} rows of {job.req.eval_split} "
                              f"now, not {job.n:,}; nothing was written, run again on shards that stay as they are.")
-    out = {"labels": labels, "base_pred": np.concatenate([p["base_pred"] for p in parts])}
+    out = {"labels": labels, "base_pred": np.concatenate([p["base_pred"] for p in parts]), "boot": boot}
     for nm in names:
         acc = StatsAccumulator(job.n, job.k, bins)
         for s, p in zip(plan, parts):
@@ -179,16 +217,39 @@ def merge_scores(job: Job, plan, parts: list, names, bins, ref_rows) -> dict:
         ref._at1 = np.sum([p["parts"][nm]["at1"] for p in parts], axis=0)
         ref._sub = [(torch.from_numpy(p["parts"][nm]["sub_lp"]), torch.from_numpy(p["parts"][nm]["sub_y"]))
                     for p in parts if p["parts"][nm]["sub_y"].size]
-        out[nm] = {"acc": acc, "pos": np.concatenate([p["parts"][nm]["pos"] for p in parts]), "ref": ref}
+        out[nm] = {"acc": acc, "pos": np.concatenate([p["parts"][nm]["pos"] for p in parts]), "ref": ref,
+                   "cw": _merged_classwise(job, boot, [p["parts"][nm]["cw"] for p in parts])}
     return out
+
+
+def _merged_classwise(job: Job, boot: "_Boot", partials: list):
+    """The class-wise resample accumulator of the whole split from the shards' partial sums (None without):
+    float64 totals added in shard order, as the local engine folds its shards
+    (:class:`~calibview.core.stats.bootstrap.ClasswiseBootstrap`), or per-unit sums side by side (a group
+    never spans two shards)."""
+    import torch
+
+    from calibview.core.stats.bootstrap import ClasswiseBootstrap
+
+    if not partials or partials[0] is None:
+        return None
+    cw = ClasswiseBootstrap(boot.counts, job.k, units=boot.units, device=job.device)
+    if boot.units is None:
+        total = rest = None
+        for t, r in partials:
+            total = torch.from_numpy(t) if total is None else total + torch.from_numpy(t)
+            rest = torch.from_numpy(r) if rest is None else rest + torch.from_numpy(r)
+    else:
+        total = torch.cat([torch.from_numpy(t) for t, _ in partials])
+        rest = torch.cat([torch.from_numpy(r) for _, r in partials])
+    cw.absorb(total.to(job.device), rest.to(job.device))
+    return cw
 
 
 def finish(job: Job, nm: str, plan, merged: dict, ranked: list, bins) -> Scored:
     """The :class:`Scored` of calibrator ``nm`` from the merged first pass and the rank pass's shard results, as
     :func:`calibview.core.evaluation.stages.scoring_pass` builds it without resamples."""
     import torch
-
-    from calibview.core.stats import auroc as au
 
     acc, ref = merged[nm]["acc"], merged[nm]["ref"]
     labels = torch.from_numpy(merged["labels"])
@@ -201,12 +262,27 @@ def finish(job: Job, nm: str, plan, merged: dict, ranked: list, bins) -> Scored:
     if ref.coef is not None:
         ref.coef = np.concatenate([r[nm]["coef"] for r in ranked])
     refinement = ref.result(bool(np.isfinite(stats.nll).all()))
+    notes = [refinement.note] if refinement.note else []
+    boot, dists, loo, auroc_dist = merged["boot"], {}, {}, None
+    if job.req.n_boot:
+        loo = {b: np.concatenate([r[nm]["loo"][b] for r in ranked]) for b in bins}
+        cw = merged[nm]["cw"]
+        if cw is not None:
+            sizes = None if boot.units is None else torch.bincount(boot.units, minlength=boot.counts.shape[1])
+            totals = resample_sizes(boot.counts, None if sizes is None else sizes.double(), None)
+            dists = {b: cw.distribution(acc, b, totals) for b in bins}
+            cw.release()
+        else:
+            notes.insert(0, boot.cw_note)
+            dists = {b: None for b in bins}
+        if boot.keep:
+            kept = np.concatenate([r[nm]["p"] for r in ranked])
+            auroc_dist = au.resampled_auroc(kept, merged["labels"], boot.counts, boot.units)
     return Scored(stats=stats, bins=tuple(bins),
                   classwise_sums=MappingProxyType({b: acc.classwise_sums(b) for b in bins}),
-                  classwise_loo=MappingProxyType({}), classwise_dist=MappingProxyType({}),
+                  classwise_loo=MappingProxyType(loo), classwise_dist=MappingProxyType(dists),
                   argmax_changed=float((stats.pred != merged["base_pred"]).mean()),
-                  notes=(refinement.note,) if refinement.note else (),
-                  auroc=counter.value(), auroc_dist=None, refinement=refinement)
+                  notes=tuple(notes), auroc=counter.value(), auroc_dist=auroc_dist, refinement=refinement)
 
 
 def open_engine(scheduler):

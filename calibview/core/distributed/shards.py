@@ -30,18 +30,18 @@ class Shard:
     mtime_ns: int
 
 
-def check_request(file: str, n_boot: int) -> None:
+def check_request(file: str, n_boot: int, bootstrap: str = "poisson") -> None:
     """Refuse what the Dask engine cannot do, before a cluster starts: a single file (it scores shards) and
-    bootstrap intervals (not built for it yet)."""
+    multinomial resamples (they cannot be drawn shard by shard; calibview.core.stats.resampling)."""
     from calibview.core.errors import ParameterError
     from calibview.core.io import shards as io_shards
 
     if not io_shards.is_pattern(file):
         raise ParameterError(f"engine=dask scores shards: give a quoted glob of HDF5 files such as 'logits-*.h5', "
                              f"not the single file {file}.", "engine")
-    if n_boot:
-        raise ParameterError("engine=dask draws no bootstrap intervals yet (its Poisson bootstrap is not built); "
-                             "give n_boot=0, or use engine=local.", "engine", "n_boot")
+    if n_boot and bootstrap != "poisson":
+        raise ParameterError("engine=dask draws Poisson resamples, which can be drawn shard by shard: give "
+                             "--bootstrap poisson (its default), or --n-boot 0.", "engine", "bootstrap")
 
 
 def plan(pattern: str, run: str, split: str) -> tuple[Shard, ...]:

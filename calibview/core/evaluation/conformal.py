@@ -380,7 +380,8 @@ def _bootstrap(job, plans, n, n_boot, cancel) -> dict:
         idx = torch.cat([torch.stack([cols + j * g, rows_u]) for j in range(3)], dim=1)
         ops[key] = (torch.sparse_coo_tensor(idx, torch.cat(vals), (3 * g, m), check_invariants=False).coalesce(), g)
     parts: dict = {key: [] for key in plans}
-    resampler = Resampler(n, n_boot, job.req.seed, units=units)
+    resampler = Resampler(n, n_boot, job.req.seed, units=units,
+                          poisson=job.poisson() if job.req.bootstrap == "poisson" else None)
     for block in resampler.blocks():
         check_cancel(cancel)
         w = block.counts.T.to(torch.float64).contiguous()

@@ -132,6 +132,13 @@ class Engine:
         counts, units, _ = job.resamples()
         return counts, units
 
+    def resampler(self, req: EvalRequest):
+        """The :class:`~calibview.core.stats.resampling.Resampler` of ``req``'s intervals (its scheme, units and
+        seed), serving the blocks of :meth:`resamples`' counts."""
+        check_request(req)
+        job = Job(self.cache, req, settings_of(req), None, None, None, time.perf_counter())
+        return job.resampler(job.units())
+
 
 def evaluate(req: EvalRequest, *, progress=None, cancel: Optional[threading.Event] = None,
              on_partial=None) -> Evaluation:

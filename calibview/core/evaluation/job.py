@@ -5,19 +5,22 @@ Cache keys (plain tuples; after the stage name come the file as the user named i
 that :meth:`LRUCache.forget_file <calibview.core.evaluation.cache.LRUCache.forget_file>` finds them)::
 
     ("fit", file, ident, run, fit split | None | "given", method, options)   -> calibrators.Fitted
-    ("score", *fit_key[1:], eval split, n_boot, seed, device)              -> results.Scored
+    ("score", *fit_key[1:], eval split, n_boot, seed, device[, "poisson"]) -> results.Scored
     ("point", *score_key[1:], *part)                                       -> stats.points.compute_part's dict
     ("dist", *score_key[1:], *part)                                        -> metric -> (n_boot,) float64
     ("tests", *score_key[1:], "ece", B) | ("tests", *score_key[1:], "skce") -> a p-value | stats.corp.parts'
                                                                                skce_test dict
-    ("counts", N, K, n_boot, seed)                                         -> (n_boot, units) uint8 tensor
-    ("units", N, K, seed)                                                  -> (N,) int64 tensor, or None
+    ("counts", N, K, n_boot, seed[, scheme])                               -> (n_boot, units) uint8 tensor
+    ("units", N, K, seed[, scheme])                                        -> (N,) int64 tensor, or None
+
+(``scheme``: the :class:`~calibview.core.stats.resampling.PoissonScheme` of a request with ``bootstrap="poisson"``,
+which depends on the shards' sizes too.)
 
 A *part* is a group of metrics computed together: ``("common",)``, ``("corp",)`` (the bandwidth-free CORP
 decomposition and refinement split), ``("binned", B)`` or ``("kernel", bandwidth, kernel)``
 (:mod:`calibview.core.stats.points`). The calibration tests' p-values are no part: one number each, drawn in the
-resample stage. Resample counts and units depend on (N, K, n_boot, seed) only, so
-runs on the same samples share them (paired comparisons).
+resample stage. Resample counts and units depend on (N, K, n_boot, seed) only (and the shards' sizes for the
+Poisson bootstrap), so runs on the same samples share them (paired comparisons).
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from calibview.core.io import memory
 from calibview.core.io import arrays, discovery
 from calibview.core.io import logits as lg
 from calibview.core.io import shards, stream
-from calibview.core.stats.resampling import Resampler, bootstrap_units
+from calibview.core.stats.resampling import Resampler, bootstrap_units, poisson_scheme
 from calibview.core.stats.metrics import resolve_bins
 from calibview.core.stats.points import compute_part
 from calibview.core.errors import CalibviewError, report
@@ -128,7 +131,8 @@ class Job:
     def score_key(self, name: str) -> tuple:
         """The score stage's key of calibrator ``name``: its fit key, the evaluation split, n_boot, seed, device."""
         r = self.req
-        return ("score",) + self.fit_key(name)[1:] + (r.eval_split, r.n_boot, r.seed, str(self.device))
+        poisson = ("poisson",) if r.bootstrap == "poisson" else ()
+        return ("score",) + self.fit_key(name)[1:] + (r.eval_split, r.n_boot, r.seed, str(self.device)) + poisson
 
     def point_key(self, name: str, part: tuple) -> tuple:
         """The key of the point estimates of ``part`` (see the module notes) of calibrator ``name``."""
@@ -182,8 +186,8 @@ class Job:
 
     def resamples(self):
         """(counts, units, note) for the class-wise accumulators: (n_boot, units) uint8 resample counts (cached
-        under ``("counts", N, K, n_boot, seed)``; None without resamples or above COUNTS_BUDGET, ``note`` then
-        says why), the (N,) unit of each sample or None (see :meth:`units`)."""
+        under :meth:`counts_key`; None without resamples or above COUNTS_BUDGET, ``note`` then says why), the (N,)
+        unit of each sample or None (see :meth:`units`)."""
         r = self.req
         if not r.n_boot:
             return None, None, None
@@ -192,17 +196,42 @@ class Job:
         if r.n_boot * n_units > COUNTS_BUDGET:
             return None, units, (f"no class-wise ECE interval: {r.n_boot} resamples of {n_units:,} samples would "
                                  f"take {memory.human(r.n_boot * n_units)} while scoring; lower --n-boot")
-        key = ("counts", self.n, self.k, r.n_boot, r.seed)
-        counts = self.cache.get_or_build(key, lambda: Resampler(self.n, r.n_boot, r.seed, units=units)
-                                         .counts_matrix())
+        counts = self.cache.get_or_build(self.counts_key(), lambda: self.resampler(units).counts_matrix())
         return counts, units, None
+
+    def counts_key(self) -> tuple:
+        """The cache key of the request's (n_boot, units) resample counts."""
+        r = self.req
+        return ("counts", self.n, self.k, r.n_boot, r.seed) + ((self.poisson(),) if r.bootstrap == "poisson" else ())
+
+    def resampler(self, units) -> Resampler:
+        """The request's :class:`~calibview.core.stats.resampling.Resampler` (``units`` from :meth:`units`)."""
+        r = self.req
+        return Resampler(self.n, r.n_boot, r.seed, device=self.device, units=units,
+                         poisson=self.poisson() if r.bootstrap == "poisson" else None)
 
     def units(self) -> Optional[torch.Tensor]:
         """The (N,) int64 resampling unit of each sample (groups of a large split,
-        :func:`~calibview.core.stats.resampling.bootstrap_units`), or None: samples are resampled one by one.
-        Cached under ``("units", N, K, seed)``."""
+        :func:`~calibview.core.stats.resampling.bootstrap_units`, or the Poisson scheme's groups), or None:
+        samples are resampled one by one. Cached under ``("units", N, K, seed[, scheme])``."""
+        if self.req.bootstrap == "poisson":
+            scheme = self.poisson()
+            return self.cache.get_or_build(("units", self.n, self.k, self.req.seed, scheme), scheme.units)
         return self.cache.get_or_build(("units", self.n, self.k, self.req.seed),
                                        lambda: bootstrap_units(self.n, self.k, self.req.seed))
+
+    def poisson(self):
+        """The :class:`~calibview.core.stats.resampling.PoissonScheme` of the evaluation split: its shards' sizes in
+        order (one file: a single shard), K and the seed."""
+        if getattr(self, "_poisson", None) is not None:
+            return self._poisson
+        if self.source is shards:
+            _, per_file = shards.layout(self.req.file)
+            sizes = [discovery.find_run(runs, self.run_info.name).split(self.req.eval_split).n for runs in per_file]
+        else:
+            sizes = [self.n]
+        self._poisson = poisson_scheme(sizes, self.k, self.req.seed)
+        return self._poisson
 
     # --- outputs -------------------------------------------------------------------------------------------------
 

@@ -20,6 +20,8 @@ from calibview.core.io import schema
 from calibview.core.errors import CalibviewError, ParameterError
 
 KERNELS = ("gaussian", "epanechnikov")
+#: how resamples are drawn (calibview.core.stats.resampling says why there are two)
+BOOTSTRAPS = ("multinomial", "poisson")
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,9 @@ class EvalRequest:
     #: of a run with members (calibview.core.io.members): None for their ensemble (the run's prediction), "0" ..
     #: "M-1" for one member, "deterministic" for the split's own scores beside the members; fit and eval alike
     member: Optional[str] = None
+    #: "multinomial" (N draws with replacement) or "poisson" (a Poisson(1) weight per unit, drawn per shard and
+    #: row block: what an engine scoring shards apart can draw, calibview.core.stats.resampling)
+    bootstrap: str = "multinomial"
 
     def options_for(self, name: str) -> dict:
         """The constructor options given for calibrator ``name`` (empty when none were)."""
@@ -87,6 +92,8 @@ def check_request(req: EvalRequest) -> None:
         raise CalibviewError(f"The interval level must lie in (0, 1), not {req.level!r}{hint}.")
     if req.interval not in defaults.INTERVALS:
         raise CalibviewError(f"Unknown interval method {req.interval!r}; choose from {', '.join(defaults.INTERVALS)}.")
+    if req.bootstrap not in BOOTSTRAPS:
+        raise ParameterError(f"Unknown bootstrap {req.bootstrap!r}; choose multinomial or poisson.", "bootstrap")
     if req.max_memory is not None and not req.max_memory > 0:
         raise CalibviewError(f"The memory allowed for a split must be positive, not {req.max_memory!r}.")
     if req.n_boot < 0:
@@ -103,6 +110,12 @@ def check_request(req: EvalRequest) -> None:
         calib.configured(name, req.options_for(name))        # unknown names and bad options fail early
     if any(c != "none" for c in req.calibrators) and not req.fit_split:
         raise ParameterError("Calibrators other than 'none' need a fit split (fit_split).", "fit_split")
+
+
+def default_bootstrap(engine: str = "local") -> str:
+    """The resampling scheme when none is named: poisson on the Dask engine (the only one it can draw shard by
+    shard), multinomial on the local engine."""
+    return "poisson" if engine == "dask" else "multinomial"
 
 
 def default_splits(run: schema.RunInfo, eval_split: Optional[str] = None) -> tuple[Optional[str], str]:

@@ -37,7 +37,7 @@ from calibview.core.stats import intervals
 from calibview.core.io import arrays, discovery, memory, schema, shards, stream
 from calibview.core.io import logits as lg
 from calibview.core.stats.bootstrap import ClasswiseBootstrap, SampleBootstrap, mixed_classes
-from calibview.core.stats.resampling import ResampleBlock, Resampler
+from calibview.core.stats.resampling import ResampleBlock
 from calibview.core.stats.deltas import delta_columns, paired_difference
 from calibview.core.errors import CalibviewError, ParameterError, check_cancel, report
 from calibview.core.evaluation.defaults import MIN_SLICE, SLICE_BINS
@@ -183,6 +183,7 @@ def evaluate_slices(engine, req: EvalRequest, by: str, *, slice_bins: int = SLIC
     n, k, b = first.n, run.k, resolve_bins(req.bins, first.n)
     device = resolve_device(req.device)
     counts, units = engine.resamples(req) if req.n_boot else (None, None)
+    resampler = engine.resampler(req) if req.n_boot else None
     whole = Slice(None, np.arange(n, dtype=np.int64))
     every = (whole,) + slices
     active = [s for s in every if s.n >= min_slice or s.name is None] if req.n_boot else []
@@ -210,7 +211,7 @@ def evaluate_slices(engine, req: EvalRequest, by: str, *, slice_bins: int = SLIC
                      f"PAV fit's work per resample and slice; ask for them with smooth_intervals / --smooth-intervals)")
     report(progress, 0.6, "bootstrap of the slices")
     dists = _resample(req, n, stats, active, parts, counts, units, device, cancel, _span(progress, 0.6, 1.0),
-                      smooth)
+                      smooth, resampler)
     for nm, sc in scored.items():
         for s in every:
             d = dists.get((nm, s.key))
@@ -408,7 +409,7 @@ def _restrict(counts: torch.Tensor, units: Optional[torch.Tensor], rows: np.ndar
     return sub, inv, totals.numpy()
 
 
-def _resample(req, n, stats, active, parts, counts, units, device, cancel, progress, smooth) -> dict:
+def _resample(req, n, stats, active, parts, counts, units, device, cancel, progress, smooth, resampler) -> dict:
     """{(calibrator, slice key): {metric: (R,) values}} over the split's resample blocks restricted to each
     active slice (the whole split included)."""
     if not active:
@@ -428,7 +429,6 @@ def _resample(req, n, stats, active, parts, counts, units, device, cancel, progr
                                            tick=lambda: check_cancel(cancel))
              for nm in names for s in active}
     values: dict = {key: {} for key in boots}
-    resampler = Resampler(n, req.n_boot, req.seed, device=device, units=units)
     for i, block in enumerate(resampler.blocks(counts)):
         for s in active:
             check_cancel(cancel)

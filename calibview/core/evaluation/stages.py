@@ -44,7 +44,7 @@ from calibview.core.stats.bootstrap import ClasswiseBootstrap, SampleBootstrap, 
 from calibview.core.stats import jackknife
 from calibview.core.stats.corp import parts as corp_parts
 from calibview.core.stats.corp.refinement import Refinement
-from calibview.core.stats.resampling import Resampler
+from calibview.core.stats.resampling import resample_sizes
 from calibview.core.stats.metrics import StatsAccumulator, chunk_rows
 from calibview.core.stats.points import resample_part
 from calibview.core.errors import check_cancel, report
@@ -171,15 +171,14 @@ def scoring_pass(job: Job, scores, labels, items, counts, units, note, span) -> 
     label = ", ".join(calib.get(nm).label for nm in names)
     report(job.progress, span[0], f"scoring {label}")
     accs = {nm: StatsAccumulator(n, k, bins[nm], job.device) for nm in names}
-    cw_note = note
-    per_pass = ClasswiseBootstrap.nbytes(r.n_boot, 0 if units is None else int(units.max()) + 1, k,
-                                         units is not None)
-    if counts is not None and per_pass * len(names) > CLASSWISE_BUDGET:
-        cw_note = (f"no class-wise ECE interval: its resamples would take {memory.human(per_pass)} per "
-                   f"calibrator; lower --n-boot")
+    cw_note = classwise_note(job, counts, units, len(names)) or note
+    # Poisson resamples are accumulated shard by shard (segments), over every class, as calibview.core.distributed
+    # merges them: never restricted to a second pass's columns, so both engines add the same sums
+    poisson = r.bootstrap == "poisson"
+    segments = list(np.cumsum((0,) + job.poisson().segments[:-1])) if poisson and counts is not None else None
     two_pass = (counts is not None and cw_note is None and units is None and not stream.is_streamed(scores)
-                and r.n_boot * n * k > TWO_PASS_FLOPS)
-    cws = {nm: (ClasswiseBootstrap(counts, k, units=units, device=job.device)
+                and r.n_boot * n * k > TWO_PASS_FLOPS and not poisson)
+    cws = {nm: (ClasswiseBootstrap(counts, k, units=units, device=job.device, segments=segments)
                 if counts is not None and cw_note is None and not two_pass else None) for nm in names}
     base_pred = torch.empty(n, dtype=torch.int64, device=job.device)
     pos = {nm: torch.empty(n, dtype=torch.float64, device=job.device) for nm in names}
@@ -209,8 +208,9 @@ def scoring_pass(job: Job, scores, labels, items, counts, units, note, span) -> 
         dists, notes = {}, []
         if counts is not None and cw_note is None:
             cw = cws[nm]
-            totals = np.full(r.n_boot, float(n)) if units is None else \
-                (counts.double() @ torch.bincount(units, minlength=counts.shape[1]).double()).numpy()
+            totals = resample_sizes(counts, None if units is None else
+                                    torch.bincount(units, minlength=counts.shape[1]).double(),
+                                    n if r.bootstrap == "multinomial" else None)
             for b in bins[nm]:
                 check_cancel(job.cancel)
                 dists[b] = cw.distribution(accs[nm], b, totals)
@@ -236,6 +236,17 @@ def scoring_pass(job: Job, scores, labels, items, counts, units, note, span) -> 
         job.counters["scored"].append((nm, r.eval_split))
         accs[nm] = cws[nm] = None
         emit_partial(job)
+
+
+def classwise_note(job: Job, counts, units, calibrators: int) -> Optional[str]:
+    """Why the class-wise ECE gets no interval when its accumulators for ``calibrators`` calibrators would
+    exceed CLASSWISE_BUDGET (None when they fit, or when there are no resample ``counts``)."""
+    per_pass = ClasswiseBootstrap.nbytes(job.req.n_boot, 0 if units is None else int(units.max()) + 1, job.k,
+                                         units is not None)
+    if counts is not None and per_pass * calibrators > CLASSWISE_BUDGET:
+        return (f"no class-wise ECE interval: its resamples would take {memory.human(per_pass)} per calibrator; "
+                "lower --n-boot")
+    return None
 
 
 def split_chunks(job: Job, scores, labels):
@@ -278,7 +289,7 @@ def rank_pass(job: Job, scores, labels, names, pos, counts, units, span, classwi
             p = lp.exp_()                              # in place: the log-probabilities are not needed after
             counters[nm].add(p)
             if nm in jk:
-                _jackknife_chunk(loo[nm], *jk[nm], start, p, y, n)
+                jackknife_chunk(loo[nm], *jk[nm], start, p, y, n)
             if keep:
                 kept[nm][start:start + z.shape[0]] = p.cpu()
             if classwise.get(nm) is not None:
@@ -293,7 +304,7 @@ def rank_pass(job: Job, scores, labels, names, pos, counts, units, span, classwi
     return out, {nm: {b: np.concatenate(v) for b, v in per.items()} for nm, per in loo.items()}
 
 
-def _jackknife_chunk(out: dict, rows: np.ndarray, sums: dict, start: int, p: torch.Tensor, y: torch.Tensor,
+def jackknife_chunk(out: dict, rows: np.ndarray, sums: dict, start: int, p: torch.Tensor, y: torch.Tensor,
                      n: int) -> None:
     """Append to ``out[B]`` the leave-one-out class-wise ECE of the subsample ``rows`` in this chunk (``p``
     (rows, K) probabilities from row ``start``, ``y`` their labels)."""
@@ -349,8 +360,8 @@ def resample_stage(job: Job) -> None:
     t1 = time.perf_counter()
     r = job.req
     units = job.units()
-    counts = job.cache.get(("counts", job.n, job.k, r.n_boot, r.seed))
-    resampler = Resampler(job.n, r.n_boot, r.seed, device=job.device, units=units)
+    counts = job.cache.get(job.counts_key())
+    resampler = job.resampler(units)
     boots = {nm: SampleBootstrap(job.scored[nm].stats, device=job.device, units=units,
                                  tick=lambda: check_cancel(job.cancel), refinement=job.scored[nm].refinement)
              for nm in todo}

@@ -31,6 +31,9 @@ class _WithGiven:
     def resamples(self, req):
         return self._engine.resamples(req, given=self._given)
 
+    def resampler(self, req):
+        return self._engine.resampler(req)
+
 
 def class_slices(engine, req, name: str, min_slice: int, class_names: Sequence[str],
                  given: Optional[Mapping] = None) -> list[dict]:

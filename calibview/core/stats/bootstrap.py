@@ -61,10 +61,15 @@ class ClasswiseBootstrap:
     summed per group as they arrive ((units, K) memory) and multiplied at the end.
 
     counts : (R, units) uint8 resample counts (:meth:`calibview.core.stats.resampling.Resampler.counts_matrix`).
+    segments : the split rows where a shard starts (0 first), or None. With them (samples as units), each shard's
+        float32 sums are folded into a float64 total at its end, and the row blocks restart at each shard: the
+        totals are then those of :meth:`partial` sums of the shards added in order, bit for bit (what an engine
+        scoring shards apart, calibview.core.distributed, merges).
     """
 
     def __init__(self, counts: torch.Tensor, k: int, *, units: Optional[torch.Tensor] = None,
-                 columns: Optional[np.ndarray] = None, device: torch.device | str = "cpu") -> None:
+                 columns: Optional[np.ndarray] = None, device: torch.device | str = "cpu",
+                 segments: Optional[list[int]] = None) -> None:
         self.device = torch.device(device)
         self.counts, self.k, self.units = counts, k, units
         self.r = counts.shape[0]
@@ -80,6 +85,9 @@ class ClasswiseBootstrap:
         self._buf = None if units is not None else torch.empty((self.block_rows, width), dtype=torch.float32,
                                                                 device=self.device)
         self._buf_start = self._buf_fill = 0
+        self.segments = None if segments is None or units is not None else np.asarray(segments, np.int64)
+        self._total: Optional[torch.Tensor] = None          # (R, width) float64 sum of the finished shards
+        self._seg_end = None if self.segments is None else self._segment_end(0)
 
     @staticmethod
     def nbytes(r: int, units: int, k: int, n_units: bool) -> int:
@@ -103,14 +111,20 @@ class ClasswiseBootstrap:
                 self._rest += f @ rest
             at = start
             while at < stop:
+                if self._seg_end is not None and at >= self._seg_end:
+                    self._fold()
+                    self._seg_end = self._segment_end(at)
+                origin = 0 if self.segments is None else self._seg_start
                 if self._buf_fill == 0:
                     self._buf_start = at
                 take = min(stop - at, self.block_rows - self._buf_fill,
-                           (at // self.block_rows + 1) * self.block_rows - at)
+                           origin + ((at - origin) // self.block_rows + 1) * self.block_rows - at)
+                if self._seg_end is not None:
+                    take = min(take, self._seg_end - at)
                 self._buf[self._buf_fill:self._buf_fill + take] = dense[at - start:at - start + take]
                 self._buf_fill += take
                 at += take
-                if at % self.block_rows == 0:
+                if (at - origin) % self.block_rows == 0 or at == self._seg_end:
                     self._flush()
         else:
             u = self.units[start:stop].to(self.device)
@@ -125,12 +139,45 @@ class ClasswiseBootstrap:
             self._acc.addmm_(f, self._buf[:m])
             self._buf_fill = 0
 
+    def _segment_end(self, row: int) -> int:
+        """The end of the shard holding split row ``row`` (and remember where it starts)."""
+        i = int(np.searchsorted(self.segments, row, side="right")) - 1
+        self._seg_start = int(self.segments[max(i, 0)])
+        return int(self.segments[i + 1]) if i + 1 < len(self.segments) else np.iinfo(np.int64).max
+
+    def _fold(self) -> None:
+        """Add the finished shard's float32 sums to the float64 total and start the next shard at zero."""
+        self._flush()
+        part = self._acc.double()
+        self._total = part if self._total is None else self._total + part
+        self._acc.zero_()
+
+    def partial(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """((R, width) float64 dense sums, (R,) float64 rest) of the rows seen, for samples as units; or, with
+        units, ((units, width) float32, (units,) float64) per-unit sums. A shard's partial sums: add them in
+        shard order (:meth:`absorb`) for the split's."""
+        if self.units is not None:
+            return self._acc, self._rest
+        self._fold()
+        return self._total, self._rest
+
+    def absorb(self, total: torch.Tensor, rest: torch.Tensor) -> None:
+        """Take the merged :meth:`partial` sums of every shard as this accumulator's (nothing else was added)."""
+        if self.units is not None:
+            self._acc, self._rest = total, rest
+        else:
+            self._first, self._acc, self._buf = (total, rest), None, None
+
     def _first_fluct(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """((R, width) float32, (R,) float64) fluctuations of the dense columns and of the rest."""
+        """((R, width) float32 or, with shards, float64, (R,) float64) fluctuations of the dense columns and of
+        the rest."""
         if self._first is None:
             if self.units is None:
-                self._flush()
-                self._first = (self._acc, self._rest)
+                if self.segments is not None:
+                    self._first = self.partial()
+                else:
+                    self._flush()
+                    self._first = (self._acc, self._rest)
             else:
                 f = self.counts.to(device=self.device, dtype=torch.float32) - 1.0
                 self._first = (f @ self._acc, f.double() @ self._rest)

@@ -1,4 +1,4 @@
-"""Bootstrap resamples: seeded multinomial draw counts, served in blocks, and percentile intervals.
+"""Bootstrap resamples: seeded multinomial (or Poisson) draw counts, served in blocks, and percentile intervals.
 
 A resample is a vector of counts ``w`` (unit i drawn ``w_i`` times, ``sum w`` = the number of units).
 :class:`Resampler` draws them from a seeded stream in blocks of rows, so memory stays O(block x units) and the same
@@ -14,11 +14,40 @@ memory stays O(G K) instead of O(N K), which is what lets a split larger than me
 groups are random, not contiguous rows, so file order does not matter; for a sum the group bootstrap has the
 variance of the sample bootstrap, and metrics are normalised by each resample's own size (sum of its groups'
 sizes). tests/core/io/test_streaming.py checks the intervals against the sample bootstrap.
+
+## The Poisson bootstrap (:class:`PoissonScheme`)
+
+Resample weights that can be drawn shard by shard, so that partial sums add up.
+
+The multinomial bootstrap (:class:`Resampler`'s default) draws N samples with
+replacement: every sample's count depends on every other's, so it cannot be drawn where only one shard of the
+split is at hand. Here each resampling unit's weight in each resample is an independent Poisson(1) count (the
+limit of the multinomial's Binomial(N, 1/N) marginals), drawn from a generator seeded by (seed, shard index,
+row block), where a row block is 65,536 consecutive rows of one shard (:data:`BLOCK_ROWS`). So:
+
+- a worker holding shard s draws exactly the weights of its own rows, with no exchange;
+- the weights do not depend on how the split is read (chunks, ``--max-memory``, Dask or not), only on the seed
+  and the shards' sizes;
+- the class-wise and other accumulators of the shards add up to those of the whole split.
+
+A resample's size is no longer N but the sum of its weights (about N, with standard deviation sqrt(N)); every
+metric is normalised by its resample's own size, as the multinomial group bootstrap already does. The two
+schemes' intervals agree in distribution, not in value.
+
+Units: up to :data:`UNIT_LIMIT` samples, a unit is a sample. Above it, as in the
+multinomial case, samples are resampled in random groups, here groups *inside each row block* (a seeded random
+assignment of the block's rows to ``g`` groups whose sizes differ by at most one), so a group never spans two
+shards. The number of groups of a block is its share of the same total the multinomial scheme uses.
+
+Each draw is one 32-bit uniform of a PCG64 stream, mapped through Poisson(1)'s inverse CDF, so the draws of
+resamples [a, b) are reached by advancing the stream, not by drawing those before them.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Iterator, Optional
 
 import numpy as np
@@ -59,16 +88,20 @@ def bootstrap_units(n: int, k: int, seed: int = 0) -> Optional[torch.Tensor]:
 class Resampler:
     """Deterministic multinomial resample counts, generated in blocks of rows so memory stays O(block x N).
 
-    ``units`` (from :func:`bootstrap_units`): resample those groups instead of the N samples."""
+    ``units`` (from :func:`bootstrap_units`): resample those groups instead of the N samples. ``poisson`` (a
+    :class:`PoissonScheme`): Poisson(1) weights instead, with its own units (then
+    ``units`` must be the scheme's), so a resample's size varies around N."""
 
     def __init__(self, n: int, n_boot: int = 1000, seed: int = 0, *, device: torch.device | str = "cpu",
-                 block: Optional[int] = None, units: Optional[torch.Tensor] = None) -> None:
+                 block: Optional[int] = None, units: Optional[torch.Tensor] = None, poisson=None) -> None:
         if n_boot < 0:
             raise ValueError("the number of bootstrap resamples must be >= 0")
         self.n, self.n_boot, self.seed = int(n), int(n_boot), int(seed)
         self.device = torch.device(device)
-        self.units = units
+        self.units, self.poisson = units, poisson
         self.n_units = self.n if units is None else int(units.max()) + 1
+        if poisson is not None and poisson.n_units != self.n_units:
+            raise ValueError("the units of a Poisson resampler must be its scheme's")
         self.sizes = None if units is None else torch.bincount(units, minlength=self.n_units).double()
         # BLOCK_ENTRIES counts per block: big enough for efficient matrix products, small enough that a block
         # and its derived operands (fluctuation, bfloat16 copy, panels) stay well below the logits' size.
@@ -83,6 +116,9 @@ class Resampler:
         m = self.n_units
         for i, start in enumerate(range(0, self.n_boot, self.block)):
             rows = min(self.block, self.n_boot - start)
+            if self.poisson is not None:
+                yield self.poisson.counts(start, start + rows).to(torch.float32)
+                continue
             gen = torch.Generator(device="cpu").manual_seed(self.seed * 1_000_003 + i)
             counts = torch.zeros((rows, m), dtype=torch.float32)
             # 16 rows of draws at a time (the same stream as one call): the int64 indices are 2x the counts
@@ -99,6 +135,10 @@ class Resampler:
         ~1e-300 even for millions of units; it is checked). The evaluation keeps this matrix while it scores, so
         per-chunk consumers see every resample's counts of the chunk's rows."""
         out = torch.empty((self.n_boot, self.n_units), dtype=torch.uint8)
+        if self.poisson is not None:        # uint8 already, in blocks: the draws' temporaries stay O(block)
+            for start in range(0, self.n_boot, self.block):
+                out[start:start + self.block] = self.poisson.counts(start, min(self.n_boot, start + self.block))
+            return out
         for start, counts in zip(range(0, self.n_boot, self.block), self._generated()):
             if counts.numel() and float(counts.max()) > 255:
                 raise RuntimeError("a bootstrap draw count exceeded 255")
@@ -113,8 +153,7 @@ class Resampler:
         else:
             source = (matrix[a:a + self.block].to(torch.float32) for a in range(0, self.n_boot, self.block))
         for counts in source:
-            totals = (np.full(counts.shape[0], float(self.n)) if self.sizes is None else
-                      (counts.double() @ self.sizes).numpy())
+            totals = resample_sizes(counts, self.sizes, None if self.poisson is not None else self.n)
             block = ResampleBlock(counts.to(self.device), self.units, totals)
             del counts
             yield block
@@ -176,6 +215,19 @@ class ResampleBlock:
         return self._cache[key]
 
 
+def resample_sizes(counts: torch.Tensor, sizes: Optional[torch.Tensor], n: Optional[int] = None) -> np.ndarray:
+    """(R,) float64 samples in each resample of ``counts`` (R, units): ``n`` when given and ``sizes`` is None (a
+    multinomial resample of the samples always holds N), else the counts weighted by the units' ``sizes`` (None:
+    one sample each), summed exactly in float64 in steps of 64 resamples."""
+    if n is not None and sizes is None:
+        return np.full(counts.shape[0], float(n))
+    out = []
+    for a in range(0, counts.shape[0], 64):
+        c = counts[a:a + 64].cpu().double()
+        out.append(c.sum(dim=1) if sizes is None else c @ sizes.cpu())
+    return torch.cat(out).numpy() if out else np.zeros(0)
+
+
 def percentile_interval(values: np.ndarray, level: float = 0.95) -> Interval:
     """Percentile interval of a bootstrap distribution (``level`` in (0, 1))."""
     alpha = (1.0 - level) / 2.0
@@ -187,3 +239,131 @@ def percentile_interval(values: np.ndarray, level: float = 0.95) -> Interval:
                         float(v[int(np.ceil((1 - alpha) * (len(v) - 1)))]))
     lo, hi = np.percentile(v, [100 * alpha, 100 * (1 - alpha)])
     return Interval(float(lo), float(hi))
+
+
+# --- the Poisson bootstrap ----------------------------------------------------------------------------------------
+
+#: rows of a shard per generator: fixed, so draws do not depend on chunking or on the memory budget
+BLOCK_ROWS = 1 << 16
+#: Poisson(1)'s CDF at 0, 1, ..., 24 (the probability of a count above 24 is below 1e-25)
+_CDF = np.cumsum([math.exp(-1.0) / math.factorial(j) for j in range(25)])
+#: the CDF as uint32 thresholds: a draw u counts j when _THRESHOLDS[j - 1] <= u < _THRESHOLDS[j]
+_THRESHOLDS = np.minimum(np.floor(_CDF * 2.0 ** 32), 2.0 ** 32 - 1).astype(np.uint32)
+_DRAWS, _GROUPS = 0x5EED_D7A, 0x6E0_0F5   # stream tags: the weights and the group assignment never share a stream
+
+
+def _generator(seed: int, shard: int, block: int, tag: int) -> np.random.Generator:
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, shard, block, tag])))
+
+
+@dataclass(frozen=True)
+class PoissonScheme:
+    """The Poisson resamples of a split stored as shards of ``segments`` rows each (one file: ``(N,)``).
+
+    ``groups``: None to resample samples, else the number of groups of each row block, shard-major
+    (:func:`poisson_scheme` chooses them)."""
+
+    segments: tuple[int, ...]
+    seed: int
+    groups: Optional[tuple[int, ...]] = None
+
+    @property
+    def n(self) -> int:
+        """Samples of the split."""
+        return int(sum(self.segments))
+
+    @cached_property
+    def _blocks(self) -> list[tuple[int, int, int, int, int]]:
+        """(shard, block, first split row, rows, first unit) of every row block, in split order."""
+        out, row, unit, i = [], 0, 0, 0
+        for s, n_s in enumerate(self.segments):
+            for j, a in enumerate(range(0, n_s, BLOCK_ROWS)):
+                rows = min(BLOCK_ROWS, n_s - a)
+                out.append((s, j, row + a, rows, unit))
+                unit += rows if self.groups is None else self.groups[i]
+                i += 1
+            row += n_s
+        return out
+
+    @property
+    def n_units(self) -> int:
+        """Resampling units: N, or the number of groups."""
+        return self.n if self.groups is None else int(sum(self.groups))
+
+    def _width(self, i: int) -> int:
+        return self._blocks[i][3] if self.groups is None else self.groups[i]
+
+    def segment_blocks(self, shard: int) -> list[int]:
+        """The indices (in :attr:`_blocks`) of the row blocks of ``shard``."""
+        return [i for i, b in enumerate(self._blocks) if b[0] == shard]
+
+    def unit_range(self, shard: int) -> tuple[int, int]:
+        """The units [first, end) of ``shard``: contiguous, since groups never span shards."""
+        idx = self.segment_blocks(shard)
+        if not idx:
+            first = sum(self._width(i) for i, b in enumerate(self._blocks) if b[0] < shard)
+            return first, first
+        return self._blocks[idx[0]][4], self._blocks[idx[-1]][4] + self._width(idx[-1])
+
+    def block_units(self, i: int) -> np.ndarray:
+        """(rows,) int64 group of each row of block ``i``, numbered within the block (groups only)."""
+        s, j, _, rows, _ = self._blocks[i]
+        g = self.groups[i]
+        out = np.empty(rows, np.int64)
+        out[_generator(self.seed, s, j, _GROUPS).permutation(rows)] = np.arange(rows, dtype=np.int64) % g
+        return out
+
+    def units(self, shard: Optional[int] = None) -> Optional[torch.Tensor]:
+        """(N,) int64 unit of each sample of the split (or, with ``shard``, of that shard's rows, numbered from
+        the shard's first unit); None when the units are the samples."""
+        if self.groups is None:
+            return None
+        idx = range(len(self._blocks)) if shard is None else self.segment_blocks(shard)
+        base = 0 if shard is None else self.unit_range(shard)[0]
+        parts = [self.block_units(i) + (self._blocks[i][4] - base) for i in idx]
+        return torch.from_numpy(np.concatenate(parts) if parts else np.zeros(0, np.int64))
+
+    def counts(self, a: int, b: int, shard: Optional[int] = None) -> torch.Tensor:
+        """(b - a, units) uint8 Poisson(1) weights of resamples a..b-1 of every unit (or of ``shard``'s units)."""
+        idx = range(len(self._blocks)) if shard is None else self.segment_blocks(shard)
+        parts = [self._block_counts(i, a, b) for i in idx]
+        if not parts:
+            return torch.zeros((b - a, 0), dtype=torch.uint8)
+        return torch.from_numpy(np.concatenate(parts, axis=1))
+
+    def _block_counts(self, i: int, a: int, b: int) -> np.ndarray:
+        """(b - a, width) uint8 weights of block ``i``. Its stream holds resample 0's draws, then resample 1's,
+        ...; draw d is the (d % 2)-th 32-bit half of the stream's 64-bit output d // 2."""
+        s, j = self._blocks[i][:2]
+        width = self._width(i)
+        first, count = a * width, (b - a) * width
+        bit = np.random.PCG64(np.random.SeedSequence([self.seed, s, j, _DRAWS]))
+        bit.advance(first // 2)                 # resample a's first draw, without drawing those before it
+        raw = bit.random_raw((first % 2 + count + 1) // 2)
+        u = raw.view(np.uint32)[first % 2:first % 2 + count]
+        return _poisson_counts(u).reshape(b - a, width)
+
+
+def _poisson_counts(u: np.ndarray) -> np.ndarray:
+    """uint8 Poisson(1) counts of uniform uint32 draws ``u`` by the inverse CDF (at 2^-32 resolution): four
+    comparisons cover 98 % of the mass, a search the rest."""
+    c = (u >= _THRESHOLDS[0]).view(np.uint8).copy()
+    for t in _THRESHOLDS[1:4]:
+        c += (u >= t).view(np.uint8)
+    tail = np.flatnonzero(u >= _THRESHOLDS[3])
+    c[tail] = np.searchsorted(_THRESHOLDS, u[tail], side="right")
+    return c
+
+
+def poisson_scheme(segments, k: int, seed: int) -> PoissonScheme:
+    """The Poisson scheme of a split of shards with ``segments`` rows each and K = ``k`` classes: samples up to
+    UNIT_LIMIT rows in all, else groups, each row block getting its share of the multinomial scheme's total
+    (between MIN_UNITS and MAX_UNITS groups, fewer for many classes), at least one."""
+    segments = tuple(int(n) for n in segments)
+    n = sum(segments)
+    if n <= UNIT_LIMIT:
+        return PoissonScheme(segments, int(seed))
+    total = int(min(MAX_UNITS, max(MIN_UNITS, UNIT_ENTRIES // max(k, 1))))
+    groups = [max(1, min(rows, round(total * rows / n)))
+              for n_s in segments for rows in (min(BLOCK_ROWS, n_s - a) for a in range(0, n_s, BLOCK_ROWS))]
+    return PoissonScheme(segments, int(seed), tuple(groups))

@@ -52,7 +52,7 @@ def test_dask_equals_local(shards):
 def test_refusals_in_one_sentence(shards):
     with pytest.raises(CalibviewError, match="engine must be one of local, dask"):
         cv.evaluate_file(shards, engine="spark")
-    with pytest.raises(CalibviewError, match="n_boot=0"):
-        cv.evaluate_file(shards, engine="dask", n_boot=100)
+    with pytest.raises(CalibviewError, match="--bootstrap poisson"):
+        cv.evaluate_file(shards, engine="dask", n_boot=100, bootstrap="multinomial")
     with pytest.raises(CalibviewError, match="split"):
         cv.evaluate_file(shards, eval_split="nope")

@@ -144,11 +144,61 @@ def test_no_shard_matches(tmp_path, client, capsys):
 
 
 def test_refusals_before_a_cluster_starts(data, capsys):
-    # a single file and a bootstrap are refused by the flags' names, without starting local workers
+    # a single file and multinomial resamples are refused by the flags' names, without starting local workers
     assert main(["metrics", str(data / "whole.h5"), "--engine", "dask", "--n-boot", "0", "--quiet"]) == 2
     assert "--engine dask scores shards" in _one_sentence(capsys.readouterr().err)
-    assert main(["metrics", "--shards", str(data / "part-*.h5"), "--engine", "dask", "--n-boot", "5"]) == 2
-    assert "--n-boot 0" in _one_sentence(capsys.readouterr().err)
+    assert main(["metrics", "--shards", str(data / "part-*.h5"), "--engine", "dask", "--n-boot", "5",
+                 "--bootstrap", "multinomial"]) == 2
+    assert "--bootstrap poisson" in _one_sentence(capsys.readouterr().err)
+
+
+def _intervals(ev) -> dict:
+    return {(r.name, m): (e.value, e.lo, e.hi) for r in ev.results for m, e in r.metrics.items()}
+
+
+@pytest.mark.parametrize("grouped", [False, True])
+def test_poisson_intervals_equal_the_local_poisson_engine(data, client, monkeypatch, grouped):
+    """Every value and BCa interval bound (its acceleration from the jackknife, the class-wise ECE's on the
+    workers' rows; the class-wise ECE's resamples accumulated on the workers, the AUROC's from their
+    probabilities) equals the local engine's on the same
+    shards with the same Poisson draws, to 1e-9. ``grouped``: units are groups of samples inside row blocks, as
+    for a split above UNIT_LIMIT (forced here at N = 1,601; the scheme is decided on the client)."""
+    from calibview.core.stats import resampling as poisson
+
+    if grouped:
+        for name, value in (("UNIT_LIMIT", 500), ("MIN_UNITS", 300), ("MAX_UNITS", 300)):
+            monkeypatch.setattr(poisson, name, value)
+    kw = dict(file=str(data / "part-*.h5"), run=RUN, calibrators=("none", "ts", "hb"), n_boot=60, seed=5, bins=10,
+              bootstrap="poisson", interval="bca")
+    local = Engine().evaluate(EvalRequest(**kw))
+    dask = DaskEngine(client).evaluate(EvalRequest(**kw))
+    a, b = _intervals(local), _intervals(dask)
+    assert a.keys() == b.keys()
+    for key in a:
+        np.testing.assert_allclose(b[key], a[key], rtol=1e-9, atol=1e-12, err_msg=str(key))
+    for m in ("ece", "classwise_ece", "auroc", "smece", "cal", "aurc", "nll_refinement"):
+        assert np.isfinite(a[("ts", m)][1:]).all(), m              # every interval was really drawn
+    assert local.result("ts").metrics["classwise_ece"].method.startswith("bca")
+    scheme = poisson.poisson_scheme([700, 1, 900], K, 5)
+    assert (scheme.groups is not None) == grouped and (not grouped or scheme.n_units < 400)
+
+
+def test_cli_poisson_records_equal_the_local_engines(data, client, capsys):
+    """``--engine dask`` draws Poisson resamples by default: its records equal ``--bootstrap poisson``'s."""
+    pattern = str(data / "part-*.h5")
+    args = ["metrics", "--shards", pattern, "--calibrators", "none,ts", "--n-boot", "40", "--json", "--quiet"]
+    assert main(args + ["--bootstrap", "poisson"]) == 0
+    plain = json.loads(capsys.readouterr().out)
+    assert main(args + ["--engine", "dask", "--scheduler", client.scheduler.address]) == 0
+    dask = json.loads(capsys.readouterr().out)
+    assert main(args) == 0
+    multinomial = json.loads(capsys.readouterr().out)
+    for a, b, m in zip(plain, dask, multinomial):
+        assert a.keys() == b.keys()
+        for key in a:
+            if "seconds" not in key:
+                assert _close(a[key], b[key]), (a["calibrator"], key, a[key], b[key])
+        assert a["accuracy_lo"] != m["accuracy_lo"] and a["ece"] == m["ece"]     # another scheme, the same estimate
 
 
 def test_a_shard_that_vanishes_or_changes_after_planning(tmp_path, client):

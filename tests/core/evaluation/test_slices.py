@@ -81,10 +81,11 @@ def test_point_metrics_equal_the_subset_evaluated_alone(toy, tmp_path, by):
             np.testing.assert_allclose(got, want, rtol=0, atol=1e-12, equal_nan=True, err_msg=f"{by} {name} {cal}")
 
 
-def test_whole_split_record_is_the_metrics_row(toy):
+@pytest.mark.parametrize("bootstrap", ["multinomial", "poisson"])
+def test_whole_split_record_is_the_metrics_row(toy, bootstrap):
     # slices have no jackknife, so the two agree under the percentile method (BCa falls back to it in slices)
     path, _ = toy
-    req = _req(path, interval="percentile")
+    req = _req(path, interval="percentile", bootstrap=bootstrap)
     engine = Engine()
     result = evaluate_slices(engine, req, "grp")
     ev = engine.evaluate(req)
@@ -117,15 +118,18 @@ def _brute(p, y, w, bins):
     return np.array([ece, brier, cw / k])
 
 
-@pytest.mark.parametrize("grouped, by", [(False, "grp"), (True, "grp"), (False, "class")],
-                         ids=["samples", "units", "class slices"])
-def test_intervals_equal_brute_force_on_restricted_resamples(tmp_path, monkeypatch, grouped, by):
+@pytest.mark.parametrize("grouped, by, bootstrap", [(False, "grp", "multinomial"), (True, "grp", "multinomial"),
+                                                    (False, "class", "multinomial"), (False, "grp", "poisson"),
+                                                    (True, "grp", "poisson")],
+                         ids=["samples", "units", "class slices", "poisson samples", "poisson units"])
+def test_intervals_equal_brute_force_on_restricted_resamples(tmp_path, monkeypatch, grouped, by, bootstrap):
     if grouped:      # the large-split path (random groups of samples), on a small split
         monkeypatch.setattr(resampling, "UNIT_LIMIT", 100)
         monkeypatch.setattr(resampling, "MIN_UNITS", 64)
+        monkeypatch.setattr(resampling, "MAX_UNITS", 64)
     data = _data(seed=5, n=(300, 360))
     path = _write(tmp_path / "b.h5", data)
-    req = _req(path, calibrators=("ts",), n_boot=25, bins=8, interval="percentile")
+    req = _req(path, calibrators=("ts",), n_boot=25, bins=8, interval="percentile", bootstrap=bootstrap)
     engine = Engine()
     result = evaluate_slices(engine, req, by, min_slice=20)
     counts, units = engine.resamples(req)
