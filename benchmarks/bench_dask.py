@@ -254,7 +254,7 @@ def scaling(args, n: int, t_task: float, t_merge: float, t_fit: float, t_rest: f
     per_row = client / n
     return ["**Expected scaling on M machines** (computed from the costs above, not measured on several machines): "
             f"with {w} workers per machine the {args.shards} shards run in ceil({args.shards} / {w}M) waves of "
-            f"{t_task:.2f} s, after the fit ({t_fit:.2f} s here; each pass is one map once the fit is distributed) "
+            f"{t_task:.2f} s, after the fit ({t_fit:.2f} s here; each of its passes is one map over the fit shards) "
             f"and before the client's {client:.2f} s of O(N) work (merge, points), so "
             + "; ".join(at) + ". "
             f"The client becomes the bottleneck near M = {m_star:.1f} machines, where the workers' share falls "

@@ -112,8 +112,8 @@ def add_eval_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--n-boot", type=int, default=d["n_boot"], help="bootstrap resamples per interval (0: none)")
     p.add_argument("--seed", type=int, default=d["seed"], help=f"bootstrap seed, 0 or more (default {d['seed']})")
     p.add_argument("--level", type=float, default=d["level"], help=f"interval level (default {d['level']:g})")
-    p.add_argument("--bootstrap", choices=("multinomial", "poisson"), help="how resamples are drawn: multinomial (default), or "
-                   "poisson, a weight per sample drawn per shard (the default and only choice with --engine dask)")
+    p.add_argument("--bootstrap", choices=("multinomial", "poisson"), help="how resamples are drawn: multinomial "
+                   "(default), or poisson: a weight per sample drawn per shard (the only choice with --engine dask)")
     p.add_argument("--interval", choices=("auto", "percentile", "basic", "bca"), default=d["interval"],
                    help="how intervals are read off the resamples: auto (default) is the basic interval, clipped at "
                         "0, for the binned calibration errors and percentile for the rest; or one method for all")

@@ -56,6 +56,8 @@ probabilities at the dtype's tiny the same way), so ``0 * -inf`` never makes a N
 
 from __future__ import annotations
 
+import functools
+
 import math
 from collections.abc import Mapping
 from typing import Any, Literal
@@ -227,8 +229,8 @@ class _AffineSoftmax(Method):
                            f"{self.label}: pass {passes[0] + (fr < 1.0)} over the fit split, {fr:.0%} read")
                 stream_args = {"tick": tick}
             if not self.matrix:
-                stream_args.update(feature=lambda z: _features(z, self.log_probs, floor), pinned=pinned,
-                                   pinned_w=pinned_w)
+                stream_args.update(feature=functools.partial(_features, log_probs=self.log_probs, floor=floor),
+                                   pinned=pinned, pinned_w=pinned_w)
             objective = Objective(x, y, self.matrix, self.penalty, lam, mu, cancel, **stream_args)
             del x
             theta0 = self._theta0(objective, k, y.device, temperature)

@@ -80,17 +80,10 @@ class Objective:
             # pass) and ``feature`` maps a chunk of rows to float64 features: no (N, K) float64 copy. One first
             # pass gives the column means and standard deviations.
             self.u, self.source, self.feature = None, x, feature
-            shift = s1 = s2 = None
-            for _, z, _ in self._chunks(standardised=False):
-                if shift is None:
-                    shift = z.mean(dim=0)
-                    s1, s2 = torch.zeros_like(shift), torch.zeros_like(shift)
-                d = z - shift
-                s1 += d.sum(dim=0)
-                s2 += d.square().sum(dim=0)
-            mean_d = s1 / self.n
-            self.m = shift + mean_d
-            sd = (s2 / self.n - mean_d.square()).clamp_min(0).sqrt()
+            if _sharded(x):     # each shard's moments where it is, merged (Chan et al.'s pairwise update)
+                self.m, sd = _merged_moments(x.map_shards(_shard_moments, feature))
+            else:
+                self.m, sd = _moments(self._chunks(standardised=False), self.n)
         self.s = torch.where(sd > 1e-8, sd, torch.ones_like(sd))
         if feature is None:
             self.u = (x - self.m).div_(self.s)
@@ -150,11 +143,20 @@ class Objective:
         grad = torch.zeros_like(theta)
         g_a, g_b = _unpack(grad, self.k, self.matrix)
         total = torch.zeros((), dtype=torch.float64, device=theta.device)
-        for _, u, y in self._chunks():
-            for start in range(0, u.shape[0], self.rows):
-                check_cancel(self.cancel)
-                self._accumulate(a_par, b, u[start:start + self.rows], y[start:start + self.rows, None],
-                                 total, g_a, g_b)
+        if self.source is not None and _sharded(self.source):
+            # one map per evaluation: each shard's NLL sum and gradient where it is, added in shard order
+            for t, ga, gb in self.source.map_shards(_shard_nll_grad, a_par.cpu().numpy(), b.cpu().numpy(),
+                                                    self.m.cpu().numpy(), self.s.cpu().numpy(), self.feature,
+                                                    self.matrix, self.rows):
+                total += t
+                g_a += torch.from_numpy(ga).to(g_a.device)
+                g_b += torch.from_numpy(gb).to(g_b.device)
+        else:
+            for _, u, y in self._chunks():
+                for start in range(0, u.shape[0], self.rows):
+                    check_cancel(self.cancel)
+                    rows = slice(start, start + self.rows)
+                    _accumulate(self.matrix, a_par, b, u[rows], y[rows, None], total, g_a, g_b)
         grad /= self.n
         if self.pinned is not None:
             # chain rule through the centring (c_j -= free_j * mean_free(c - a m / s)), then pin
@@ -164,20 +166,6 @@ class Objective:
             g_a[self.pinned] = 0.0
             g_b[self.pinned] = 0.0
         return float(total) / self.n, grad
-
-    def _accumulate(self, a_par, b, uc, yc, total, g_a, g_b) -> None:
-        """Add one chunk's NLL sum and gradient (in place)."""
-        a = torch.addmm(b, uc, a_par.T) if self.matrix else torch.addcmul(b, uc, a_par)
-        a.sub_(a.amax(dim=1, keepdim=True))
-        a_y = a.gather(1, yc)
-        s = a.exp_().sum(dim=1, keepdim=True)
-        total += (s.log() - a_y).sum()
-        a.div_(s).scatter_add_(1, yc, torch.full_like(a_y, -1.0))     # softmax - one-hot
-        g_b += a.sum(dim=0)
-        if self.matrix:
-            g_a.addmm_(a.T, uc)
-        else:
-            g_a += a.mul_(uc).sum(dim=0)
 
     def penalty_and_grad(self, theta: torch.Tensor) -> tuple[float, torch.Tensor]:
         """(penalty of the canonical (W, b) (MS, Dirichlet) or VS's prior, its gradient in ``theta``)."""
@@ -233,6 +221,81 @@ class Objective:
         nll, g = self.nll_and_grad(theta)
         pen, gp = self.penalty_and_grad(theta)
         return nll + pen, nll, g.add_(gp)
+
+
+def _accumulate(matrix: bool, a_par, b, uc, yc, total, g_a, g_b) -> None:
+    """Add one chunk's NLL sum and gradient (in place): ``uc`` (rows, K) standardised features, ``yc`` (rows, 1)
+    labels, logits ``uc A^T + b`` (``matrix``) or ``uc * a + b``."""
+    a = torch.addmm(b, uc, a_par.T) if matrix else torch.addcmul(b, uc, a_par)
+    a.sub_(a.amax(dim=1, keepdim=True))
+    a_y = a.gather(1, yc)
+    s = a.exp_().sum(dim=1, keepdim=True)
+    total += (s.log() - a_y).sum()
+    a.div_(s).scatter_add_(1, yc, torch.full_like(a_y, -1.0))     # softmax - one-hot
+    g_b += a.sum(dim=0)
+    if matrix:
+        g_a.addmm_(a.T, uc)
+    else:
+        g_a += a.mul_(uc).sum(dim=0)
+
+
+def _sharded(x) -> bool:
+    """Whether ``x`` is a split whose passes run where its shards are (calibview.core.distributed.fit)."""
+    return getattr(x, "map_shards", None) is not None
+
+
+def _moments(chunks, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """((K,) column means, (K,) standard deviations) of the features of ``chunks`` ((start, x, y), n rows in
+    all), summed about the first chunk's mean (no cancellation for features with a large common offset)."""
+    shift = s1 = s2 = None
+    for _, z, _ in chunks:
+        if shift is None:
+            shift = z.mean(dim=0)
+            s1, s2 = torch.zeros_like(shift), torch.zeros_like(shift)
+        d = z - shift
+        s1 += d.sum(dim=0)
+        s2 += d.square().sum(dim=0)
+    mean_d = s1 / n
+    return shift + mean_d, (s2 / n - mean_d.square()).clamp_min(0).sqrt()
+
+
+def _shard_moments(split, feature) -> tuple:
+    """(rows, (K,) means, (K,) sums of squared deviations) of one shard's features, as numpy (run where it is)."""
+    n = split.shape[0]
+    if n == 0:
+        return 0, None, None
+    m, sd = _moments(((a, feature(z), y) for a, z, y in split.chunks()), n)
+    return n, m.numpy(), (sd.square() * n).numpy()
+
+
+def _merged_moments(parts) -> tuple[torch.Tensor, torch.Tensor]:
+    """The split's (means, standard deviations) from its shards' :func:`_shard_moments`, merged in shard order."""
+    n, mean, m2 = 0, None, None
+    for n_b, mean_b, m2_b in parts:
+        if not n_b:
+            continue
+        if mean is None:
+            n, mean, m2 = n_b, mean_b.copy(), m2_b.copy()
+            continue
+        delta = mean_b - mean
+        total = n + n_b
+        mean = mean + delta * (n_b / total)
+        m2 = m2 + m2_b + delta ** 2 * (n * n_b / total)
+        n = total
+    return torch.from_numpy(mean), torch.from_numpy(m2 / n).clamp_min(0).sqrt()
+
+
+def _shard_nll_grad(split, a_par, b, m, s, feature, matrix: bool, rows: int) -> tuple:
+    """(NLL sum, (A) gradient sum, (K,) gradient sum in b) of one shard at the optimiser's (A, b), numpy (run where
+    the shard is)."""
+    a_par, b, m, s = (torch.from_numpy(v) for v in (a_par, b, m, s))
+    g_a, g_b = torch.zeros_like(a_par), torch.zeros_like(b)
+    total = torch.zeros((), dtype=torch.float64)
+    for _, z, y in split.chunks():
+        u = (feature(z) - m).div_(s)
+        for start in range(0, u.shape[0], rows):
+            _accumulate(matrix, a_par, b, u[start:start + rows], y[start:start + rows, None], total, g_a, g_b)
+    return float(total), g_a.numpy(), g_b.numpy()
 
 
 def minimise(objective: Objective, theta: torch.Tensor, *, max_iter: int, rel_tol: float, what: str,

@@ -55,6 +55,28 @@ def _temperature_moments(scores: torch.Tensor, labels: torch.Tensor, beta: float
     unless ``rows`` says otherwise (a fixed 4,096 rows made 700 MB temporaries at K = 21,843). ``floor``: the
     scores are log-probabilities floored there first (:mod:`~calibview.core.calibrators.checks`' exact-zero rule).
     """
+    n = scores.shape[0]
+    if sharded(scores):         # each shard's sums on the worker holding it (calibview.core.distributed.fit)
+        parts = scores.map_shards(_shard_moments, beta, has_neg_inf, floor)
+        f, g, h = (sum(p[i] for p in parts) for i in range(3))
+        return f / n, g / n, h / n
+    f, g, h = _moment_sums(scores, labels, beta, rows, cancel, has_neg_inf, tick, floor)
+    return f / n, g / n, h / n
+
+
+def sharded(scores) -> bool:
+    """Whether ``scores`` is a split whose passes run where its shards are (it has ``map_shards``)."""
+    return getattr(scores, "map_shards", None) is not None
+
+
+def _shard_moments(split, beta: float, has_neg_inf: bool, floor: float | None) -> tuple[float, float, float]:
+    """The NLL sums of :func:`_temperature_moments` over one shard's ``split`` (run where the shard is)."""
+    return _moment_sums(split, split.labels, beta, None, None, has_neg_inf, None, floor)
+
+
+def _moment_sums(scores, labels: torch.Tensor, beta: float, rows: int | None, cancel, has_neg_inf: bool, tick,
+                 floor: float | None) -> tuple[float, float, float]:
+    """The sums over rows behind :func:`_temperature_moments`'s means (NLL, first and second derivative)."""
     f = g = h = 0.0
     n, k = scores.shape
     rows = rows or chunk_rows(k)
@@ -82,7 +104,7 @@ def _temperature_moments(scores: torch.Tensor, labels: torch.Tensor, beta: float
         h += float((s2 / s0 - mean * mean).clamp_min(0).sum())
         if tick is not None:
             tick(min(n, start + rows) / n)
-    return f / n, g / n, h / n
+    return f, g, h
 
 
 def fit_temperature(scores: torch.Tensor, labels: torch.Tensor, *, tol: float = 1e-7, max_iter: int = 100,

@@ -1,7 +1,8 @@
 """The Dask engine: the local engine's stages with the score stage made of maps over the evaluation shards.
 
 ```
-fit       on the client, as the local engine fits (in memory, or streamed from the shards past --max-memory)
+fit       the methods that stream (ts, vs, ...): every pass over the fit split one map over its shards
+          (fit.ShardedSplit); the others on the client, as the local engine fits them
 score     map 1: tasks.score_shard per shard -> per-sample vectors, class-wise entries, positives, refinement
                  sums, and with resamples the shard's class-wise resample sums (its Poisson weights drawn there)
           merge: concatenated in shard order (the local engine's row order), sums added
@@ -13,10 +14,11 @@ points    the unchanged local stages (calibview.core.evaluation.stages.assemble)
 
 The merged :class:`~calibview.core.evaluation.results.Scored` is what the local scoring pass builds from the same
 rows (the per-sample vectors bit for bit; sums up to their order of summation), so every point estimate equals the
-local engine's to rounding. Resamples must be Poisson (``bootstrap="poisson"``, :class:`calibview.core.stats.resampling.PoissonScheme`):
-a multinomial draw couples every sample of the split, a Poisson weight belongs to its shard and row block, so the
-shards' class-wise accumulators add up, in the order the local engine folds them; the intervals then equal the
-local engine's with ``bootstrap="poisson"`` on the same shards. The cache and its keys are the local engine's.
+local engine's to rounding. Resamples must be Poisson (``bootstrap="poisson"``,
+:class:`calibview.core.stats.resampling.PoissonScheme`): a multinomial draw couples every sample of the split, a
+Poisson weight belongs to its shard and row block, so the shards' class-wise accumulators add up, in the order
+the local engine folds them; the intervals then equal the local engine's with ``bootstrap="poisson"`` on the
+same shards. The cache and its keys are the local engine's.
 """
 
 from __future__ import annotations
@@ -54,6 +56,8 @@ class DaskEngine(Engine):
         self.client = client
         #: the last map of each kind ("scoring", "AUROC"): each shard task's seconds on its worker, in shard order
         self.task_seconds: dict[str, list[float]] = {}
+        #: the last fit split handed to the calibrators (its ``maps``: the passes run on the cluster), or None
+        self.last_fit_split = None
 
     def evaluate_settings(self, req: EvalRequest, settings: Optional[Sequence[Setting]] = None, *,
                           progress=None, cancel: Optional[threading.Event] = None, on_partial=None,
@@ -67,7 +71,7 @@ class DaskEngine(Engine):
         if req.n_boot:
             cost.check_bootstrap(cost.bootstrap_cost(job.n, job.k, req.n_boot, len(job.names)),
                                  cost.budget(req.max_memory), req.n_boot)
-        stages.fit_stage(job)
+        self._fit_stage(job)
         self._score_stage(job)
         if req.n_boot:
             stages.resample_stage(job)          # on the client, over the merged O(N) vectors
@@ -81,7 +85,7 @@ class DaskEngine(Engine):
         """The fit and (distributed) score stages alone, as the local engine's :meth:`Engine.scored`."""
         check_request(req)
         job = self._job(req, settings_of(req), progress, cancel, None, time.perf_counter(), given)
-        stages.fit_stage(job)
+        self._fit_stage(job)
         self._score_stage(job)
         return dict(job.scored)
 
@@ -92,6 +96,22 @@ class DaskEngine(Engine):
             raise ParameterError(f"engine=dask scores runs of logits or probabilities; {job.run_info.name} is a "
                                  "top-label run: evaluate it on the local engine.", "engine")
         return job
+
+    # --- fit -----------------------------------------------------------------------------------------------------
+
+    def _fit_stage(self, job: Job) -> None:
+        """The local fit stage, with every method that streams fitted by maps over the fit split's shards (each
+        Newton or L-BFGS evaluation one map, :mod:`calibview.core.distributed.fit`); the others on the client,
+        loaded, or streamed past --max-memory, or refused there as the local engine refuses them."""
+        from calibview.core.distributed.fit import ShardedSplit
+
+        def sharded():
+            split = ShardedSplit(self.client, dshards.plan(job.req.file, job.run_info.name, job.req.fit_split),
+                                 job.req.file, job.run_info, job.req.fit_split, chunk_rows=job.req.chunk_rows,
+                                 cancel=job.cancel)
+            self.last_fit_split = split
+            return split
+        stages.fit_stage(job, sharded)
 
     # --- score ---------------------------------------------------------------------------------------------------
 

@@ -162,3 +162,13 @@ def rank_shard(shard: Shard, fitted: Mapping[str, object], labels: np.ndarray, p
                  "sum_b": np.array(refs[nm]._sum_b), "coef": refs[nm].coef,
                  "loo": {b: np.concatenate(v) for b, v in loo.get(nm, {}).items()}, "p": kept.get(nm)}
             for nm in fitted}
+
+
+@guarded
+def run_on_shard(shard: Shard, fn, args: tuple, chunk_rows: Optional[int] = None) -> dict:
+    """``{"value": fn(the shard's split, *args)}``: one shard's share of a fit pass
+    (:meth:`calibview.core.distributed.fit.ShardedSplit.map_shards`); ``fn`` returns numbers or numpy arrays."""
+    import torch
+
+    with torch.inference_mode(), opened(shard, chunk_rows) as split:
+        return {"value": fn(split, *args)}

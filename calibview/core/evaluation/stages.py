@@ -79,9 +79,11 @@ def run(job: Job) -> list[Evaluation]:
 
 # --- fit -----------------------------------------------------------------------------------------------------------
 
-def fit_stage(job: Job) -> None:
+def fit_stage(job: Job, sharded=None) -> None:
     """Fill ``job.fitted``: each calibrator from the cache (key ``job.fit_key``), as given, or fitted on the fit
-    split (read once for all of them; counted in ``job.counters["fitted"]``, reuses in ``["reused"]``)."""
+    split (read once for all of them; counted in ``job.counters["fitted"]``, reuses in ``["reused"]``).
+    ``sharded``: a callable returning the fit split as a :class:`calibview.core.distributed.fit.ShardedSplit`, for
+    the methods that stream (their passes then run where the shards are); the others read the split here."""
     todo = []
     for name in job.names:
         hit = job.cache.get(job.fit_key(name))
@@ -98,28 +100,39 @@ def fit_stage(job: Job) -> None:
         return
     opened: list = []
     t1 = time.perf_counter()
+    spread = [nm for nm in todo if sharded is not None and calib.get(nm).streams]
     try:
         with torch.inference_mode():
-            scores, labels = job.open_split(job.req.fit_split, (0.0, 0.05), opened)
-            n_fit = int(scores.shape[0])
-            for i, name in enumerate(todo):
-                check_cancel(job.cancel)
-                report(job.progress, 0.05 + 0.25 * i / len(todo),
-                       f"fitting {calib.get(name).label} ({i + 1} of {len(todo)})")
-                t2 = time.perf_counter()
-                fitted = calib.fit(name, scores, labels, options=job.req.options_for(name),
-                                   progress=job.sub_progress(0.05 + 0.25 * i / len(todo),
-                                                             0.05 + 0.25 * (i + 1) / len(todo)),
-                                   cancel=job.cancel,
-                                   fit_info={"file": str(job.req.file), "run": job.run_info.name,
-                                             "split": job.req.fit_split, "n": n_fit})
-                job.timings[f"fit:{name}"] = time.perf_counter() - t2
-                job.fitted[name] = job.cache.put(job.fit_key(name), fitted)
-                job.counters["fitted"].append(name)
+            if spread:
+                split = sharded()
+                opened.append(split)
+                _fit_each(job, spread, split, split.labels, todo)
+            rest = [nm for nm in todo if nm not in spread]
+            if rest:
+                scores, labels = job.open_split(job.req.fit_split, (0.0, 0.05), opened)
+                _fit_each(job, rest, scores, labels, todo)
     finally:
         for split in opened:
             split.close()
     job.timings["fit"] = time.perf_counter() - t1
+
+
+def _fit_each(job: Job, names: list, scores, labels, todo: list) -> None:
+    """Fit each of ``names`` on the fit split's ``scores`` and ``labels`` (progress counted over ``todo``)."""
+    n_fit = int(scores.shape[0])
+    for name in names:
+        i = todo.index(name)
+        check_cancel(job.cancel)
+        report(job.progress, 0.05 + 0.25 * i / len(todo), f"fitting {calib.get(name).label} ({i + 1} of {len(todo)})")
+        t2 = time.perf_counter()
+        fitted = calib.fit(name, scores, labels, options=job.req.options_for(name),
+                           progress=job.sub_progress(0.05 + 0.25 * i / len(todo), 0.05 + 0.25 * (i + 1) / len(todo)),
+                           cancel=job.cancel,
+                           fit_info={"file": str(job.req.file), "run": job.run_info.name, "split": job.req.fit_split,
+                                     "n": n_fit})
+        job.timings[f"fit:{name}"] = time.perf_counter() - t2
+        job.fitted[name] = job.cache.put(job.fit_key(name), fitted)
+        job.counters["fitted"].append(name)
 
 
 # --- score ---------------------------------------------------------------------------------------------------------

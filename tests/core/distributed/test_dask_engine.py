@@ -82,11 +82,13 @@ def test_point_estimates_equal_the_local_engine_on_one_file(data, client):
     checked = 0
     for a, b in zip(local.results, dask.results):
         assert a.name == b.name
-        assert _close(a.fitted.to_json()["params"], b.fitted.to_json()["params"]), a.name
+        # vs: L-BFGS fitted by maps over the shards reaches the optimum along another path (see the fit test)
+        tol = 1e-7 if a.name == "vs" else 1e-9
+        assert _close(a.fitted.to_json()["params"], b.fitted.to_json()["params"], tol), a.name
         for m, est in a.metrics.items():
-            assert _close(est.value, b.metrics[m].value), (a.name, m, est.value, b.metrics[m].value)
+            assert _close(est.value, b.metrics[m].value, tol), (a.name, m, est.value, b.metrics[m].value)
             checked += 1
-        np.testing.assert_allclose(a.per_class_ece, b.per_class_ece, atol=1e-9)
+        np.testing.assert_allclose(a.per_class_ece, b.per_class_ece, atol=tol)
     assert checked > 100
     # a second request of the same calibrators is the cache's: nothing is scored again
     again = engine.evaluate(EvalRequest(file=str(data / "part-*.h5"), **kw))
@@ -294,3 +296,23 @@ def test_a_killed_worker_still_gives_the_identical_result(data, tmp_path):
         # bit for bit; an absent value (NaN: no resamples, no log decomposition for K > 2) is absent on both sides
         np.testing.assert_array_equal([a.metrics[m].value for m in a.metrics], [b.metrics[m].value for m in a.metrics])
         np.testing.assert_array_equal(a.per_class_ece, b.per_class_ece)
+
+
+def test_the_fit_runs_on_the_shards_and_equals_the_local_fit(data, client):
+    """ts and vs fitted by maps over the fit split's shards (every Newton or L-BFGS evaluation one map, the
+    client taking the steps): T equals the local engine's fit on the same rows to 1e-9; vs reaches the same
+    optimum to 1e-7 (L-BFGS stops when the objective moves by under 1e-10 relatively, which pins flat directions
+    to ~1e-8, and sums added in another order take it along another path: the local streamed fit against the
+    loaded one differs the same way); hb, which needs the whole split, is fitted on the client as before."""
+    kw = dict(run=RUN, calibrators=("none", "ts", "vs", "hb"), n_boot=0)
+    local = Engine().fitted(EvalRequest(file=str(data / "whole.h5"), **kw))
+    engine = DaskEngine(client)
+    ev = engine.evaluate(EvalRequest(file=str(data / "part-*.h5"), **kw))
+    split = engine.last_fit_split
+    assert split is not None and split.maps >= 5                   # the passes ran on the cluster
+    assert set(ev.counters.fitted) == {"ts", "vs", "hb"}
+    fitted = {r.name: r.fitted for r in ev.results}
+    assert fitted["ts"].params["temperature"] == pytest.approx(local["ts"].params["temperature"], rel=1e-9, abs=0)
+    for key in ("w", "b"):
+        np.testing.assert_allclose(fitted["vs"].params[key], local["vs"].params[key], rtol=1e-7, atol=1e-9)
+    np.testing.assert_array_equal(np.asarray(fitted["hb"].params["edges"]), np.asarray(local["hb"].params["edges"]))
