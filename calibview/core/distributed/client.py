@@ -61,3 +61,26 @@ def connect(scheduler: Union[str, object, None] = "local") -> Iterator[object]:
                              "(dask scheduler) or use scheduler=local:N.", "scheduler") from None
     with client:
         yield client
+
+
+def gather(client, futures: list, cancel=None, on_done=None) -> list:
+    """The results of ``futures`` in their order: ``cancel`` (a threading.Event, checked as each task finishes)
+    and Ctrl+C cancel every future; ``on_done(count)`` after each finished task; a task's ``{"error": sentence}``
+    (:func:`calibview.core.distributed.tasks.guarded`) ends the map with that sentence."""
+    from distributed import as_completed
+
+    from calibview.core.errors import check_cancel
+
+    try:
+        for count, _ in enumerate(as_completed(futures), 1):
+            check_cancel(cancel)
+            if on_done is not None:
+                on_done(count)
+        results = [f.result() for f in futures]
+    except BaseException:
+        client.cancel(futures)
+        raise
+    for r in results:
+        if "error" in r:
+            raise CalibviewError(r["error"])
+    return results

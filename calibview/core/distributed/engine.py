@@ -34,7 +34,7 @@ import numpy as np
 from calibview.core import calibrators as calib
 from calibview.core.distributed import shards as dshards
 from calibview.core.distributed import tasks
-from calibview.core.errors import CalibviewError, ParameterError, check_cancel, report
+from calibview.core.errors import CalibviewError, ParameterError, report
 from calibview.core.evaluation import cost, stages
 from calibview.core.evaluation.engine import Engine, log
 from calibview.core.evaluation.job import Job
@@ -163,24 +163,15 @@ class DaskEngine(Engine):
     def _map(self, job: Job, fn, plan, span, what: str, args) -> list:
         """``fn(*args(shard))`` for every shard on the cluster, results in shard order; progress counts finished
         tasks, ``job.cancel`` (and Ctrl+C) cancels the futures, a task's CalibviewError ends the map."""
-        from distributed import as_completed
+        from calibview.core.distributed.client import gather
 
         futures = [self.client.submit(fn, *args(s), key=f"calibview-{what}-{s.index}-{time.monotonic_ns()}",
                                       pure=False) for s in plan]
-        done = 0
-        try:
-            for _ in as_completed(futures):
-                check_cancel(job.cancel)
-                done += 1
-                report(job.progress, span[0] + (span[1] - span[0]) * done / len(plan),
-                       f"{what}: {done} of {len(plan)} shard tasks")
-            results = [f.result() for f in futures]
-        except BaseException:
-            self.client.cancel(futures)
-            raise
-        for r in results:
-            if "error" in r:
-                raise CalibviewError(r["error"])
+
+        def done(count: int) -> None:
+            report(job.progress, span[0] + (span[1] - span[0]) * count / len(plan),
+                   f"{what}: {count} of {len(plan)} shard tasks")
+        results = gather(self.client, futures, job.cancel, done)
         self.task_seconds[what] = [r.pop("_seconds") for r in results]
         return results
 

@@ -17,7 +17,6 @@ import time
 from typing import Optional
 
 from calibview.core.distributed import tasks
-from calibview.core.errors import CalibviewError, check_cancel
 from calibview.core.io.stream import StreamedSplit
 
 
@@ -35,19 +34,10 @@ class ShardedSplit(StreamedSplit):
     def map_shards(self, fn, *args) -> list:
         """``fn(shard's split, *args)`` for every shard, on the cluster, results in shard order (a
         CalibviewError in a task ends the pass with its sentence; a cancel cancels the futures)."""
-        from distributed import as_completed
+        from calibview.core.distributed.client import gather
 
         futures = [self.client.submit(tasks.run_on_shard, s, fn, args, self.chunk_rows, pure=False,
                                       key=f"calibview-fit-{s.index}-{time.monotonic_ns()}") for s in self.plan]
-        try:
-            for _ in as_completed(futures):
-                check_cancel(self.cancel)
-            results = [f.result() for f in futures]
-        except BaseException:
-            self.client.cancel(futures)
-            raise
-        for r in results:
-            if "error" in r:
-                raise CalibviewError(r["error"])
+        results = gather(self.client, futures, self.cancel)
         self.maps += 1
         return [r["value"] for r in results]
