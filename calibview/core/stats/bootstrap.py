@@ -145,20 +145,22 @@ class ClasswiseBootstrap:
         self._seg_start = int(self.segments[max(i, 0)])
         return int(self.segments[i + 1]) if i + 1 < len(self.segments) else np.iinfo(np.int64).max
 
-    def _fold(self) -> None:
-        """Add the finished shard's float32 sums to the float64 total and start the next shard at zero."""
+    def _fold(self, last: bool = False) -> None:
+        """Add the finished shard's float32 sums to the float64 total and, unless it is the ``last``, start the
+        next shard at zero."""
         self._flush()
         part = self._acc.double()
         self._total = part if self._total is None else self._total + part
-        self._acc.zero_()
+        if not last:
+            self._acc.zero_()
 
     def partial(self) -> tuple[torch.Tensor, torch.Tensor]:
         """((R, width) float64 dense sums, (R,) float64 rest) of the rows seen, for samples as units; or, with
         units, ((units, width) float32, (units,) float64) per-unit sums. A shard's partial sums: add them in
-        shard order (:meth:`absorb`) for the split's."""
+        shard order (:meth:`absorb`) for the split's. Call it once, after the last row."""
         if self.units is not None:
             return self._acc, self._rest
-        self._fold()
+        self._fold(last=True)
         return self._total, self._rest
 
     def absorb(self, total: torch.Tensor, rest: torch.Tensor) -> None:

@@ -316,3 +316,28 @@ def test_the_fit_runs_on_the_shards_and_equals_the_local_fit(data, client):
     for key in ("w", "b"):
         np.testing.assert_allclose(fitted["vs"].params[key], local["vs"].params[key], rtol=1e-7, atol=1e-9)
     np.testing.assert_array_equal(np.asarray(fitted["hb"].params["edges"]), np.asarray(local["hb"].params["edges"]))
+
+
+def test_a_cancelled_fit_pass_stops_with_cancelled(data, client):
+    """A cancel (the window's Esc, the CLI's Ctrl+C) ends a fit pass on the cluster with Cancelled, not a
+    half-summed result."""
+    import threading
+
+    from calibview.core.calibrators.temperature import _shard_moments
+    from calibview.core.distributed.fit import ShardedSplit
+    from calibview.core.errors import Cancelled
+    from calibview.core.io import shards as io_shards
+
+    pattern = str(data / "part-*.h5")
+    run = next(r for r in io_shards.list_runs(pattern) if r.name == RUN)
+    cancel = threading.Event()
+    split = ShardedSplit(client, dshards.plan(pattern, RUN, "val"), pattern, run, "val", cancel=cancel)
+    try:
+        parts = split.map_shards(_shard_moments, 1.0, False, None)
+        assert len(parts) == len(SIZES) and split.maps == 1
+        cancel.set()
+        with pytest.raises(Cancelled):
+            split.map_shards(_shard_moments, 1.0, False, None)
+        assert split.maps == 1
+    finally:
+        split.close()
