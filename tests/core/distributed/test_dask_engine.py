@@ -341,3 +341,27 @@ def test_a_cancelled_fit_pass_stops_with_cancelled(data, client):
         assert split.maps == 1
     finally:
         split.close()
+
+
+def test_slices_on_dask_equal_the_local_poisson_slices(tmp_path, client, capsys):
+    """``slices --by grp --engine dask``: the per-slice records and their Poisson intervals equal the local
+    engine's ``--bootstrap poisson`` on the same shards."""
+    rng = np.random.default_rng(4)
+    for i, n in enumerate((260, 340)):
+        for split in ("val", "test"):
+            z, y = _split(rng, n)
+            write_run(tmp_path / f"s-{i}.h5", "net", "data", split, logits=z.astype(np.float32), labels=y,
+                      meta={"grp": np.array(["a", "b"])[rng.integers(0, 2, n)]})
+    args = ["slices", "--shards", str(tmp_path / "s-*.h5"), "--by", "grp", "--calibrators", "none,ts",
+            "--n-boot", "30", "--min-slice", "20", "--json", "--quiet"]
+    assert main(args + ["--bootstrap", "poisson"]) == 0
+    local = json.loads(capsys.readouterr().out)
+    assert main(args + ["--engine", "dask", "--scheduler", client.scheduler.address]) == 0
+    dask = json.loads(capsys.readouterr().out)
+    assert len(local) == len(dask) == 6                    # 2 calibrators x (the whole split, a, b)
+    for a, b in zip(local, dask):
+        assert a.keys() == b.keys()
+        for key in a:
+            if "seconds" not in key:
+                assert _close(a[key], b[key]), (a["calibrator"], a["slice"], key, a[key], b[key])
+    assert any(r["slice"] == "a" and math.isfinite(r["ece_lo"]) for r in dask)
