@@ -365,3 +365,14 @@ def test_slices_on_dask_equal_the_local_poisson_slices(tmp_path, client, capsys)
             if "seconds" not in key:
                 assert _close(a[key], b[key]), (a["calibrator"], a["slice"], key, a[key], b[key])
     assert any(r["slice"] == "a" and math.isfinite(r["ece_lo"]) for r in dask)
+
+
+def test_a_calibrator_that_needs_the_whole_fit_split_is_refused_past_the_budget(data, client):
+    """hb fits on the client: with a fit split larger than --max-memory it is refused in the local engine's own
+    sentence, before any scoring task, while ts streams by maps and fits."""
+    kw = dict(file=str(data / "part-*.h5"), run=RUN, n_boot=0, max_memory=4_000)
+    with pytest.raises(CalibviewError, match="needs the whole fit split in memory"):
+        DaskEngine(client).evaluate(EvalRequest(**kw, calibrators=("none", "hb")))
+    engine = DaskEngine(client)
+    ev = engine.evaluate(EvalRequest(**kw, calibrators=("none", "ts")))
+    assert ev.counters.fitted == ("ts",) and engine.last_fit_split.maps >= 3
