@@ -34,7 +34,7 @@ from pathlib import Path
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
 
 import synthetic  # noqa: E402
-from sections import write_section  # noqa: E402
+from sections import cpu_name, write_section  # noqa: E402
 
 BEGIN, END = "<!-- bench_dask -->", "<!-- /bench_dask -->"
 RUN = "synthetic/bench"
@@ -171,13 +171,7 @@ def fmt_timings(t: dict) -> str:
 def _machine() -> str:
     import torch
 
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next(ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return f"{os.cpu_count()} CPUs ({cpu}), Python {platform.python_version()}, torch {torch.__version__}"
+    return f"{os.cpu_count()} CPUs ({cpu_name()}), Python {platform.python_version()}, torch {torch.__version__}"
 
 
 def section(rows: dict, args, size: int, started: str, elapsed: float, load: tuple) -> str:
@@ -192,13 +186,15 @@ def section(rows: dict, args, size: int, started: str, elapsed: float, load: tup
              f"{distributed.__version__}; load average {load[0]:.2f} at the start, {load[1]:.2f} at the end. "
              f"{args.shards} shards of {args.rows:,} x {args.classes:,} float16 test logits and {args.fit_rows:,} fit "
              f"rows each ({size / 1e9:.2f} GB on disk), `none,ts`, no resamples; every figure measured in this run.",
-             "", "| engine | evaluation wall time | fit | score | of which the client's merge | the rest (points, assembly) "
-             "| max abs difference from the local engine |", "|---|---|---|---|---|---|---|"]
+             "", "| engine | evaluation wall time | fit | score | of which the client's merge "
+             "| the rest (points, assembly) | max abs difference from the local engine |",
+             "|---|---|---|---|---|---|---|"]
 
     def row(name, r, diff):
         t = r["timings"]
-        return (f"| {name} | {r['wall']:.1f} s | {t.get('fit', float('nan')):.2f} s | {t.get('score', float('nan')):.2f}"
-                f" s | {t.get('score:merge', float('nan')):.2f} s | {_rest(r):.2f} s | {diff} |")
+        nan = float("nan")
+        return (f"| {name} | {r['wall']:.1f} s | {t.get('fit', nan):.2f} s | {t.get('score', nan):.2f} s | "
+                f"{t.get('score:merge', nan):.2f} s | {_rest(r):.2f} s | {diff} |")
 
     lines.append(row("local, streamed from the shards (max_memory 256 MB)", local, "-"))
     for w in workers:

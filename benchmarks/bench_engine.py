@@ -62,7 +62,7 @@ from calibview.core.evaluation.request import EvalRequest  # noqa: E402
 
 BEGIN, END = "<!-- bench_engine -->", "<!-- /bench_engine -->"
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))   # sections.py beside this script
-from sections import write_section  # noqa: E402
+from sections import cpu_name, write_section  # noqa: E402
 DEMO = str(calibview.demo_path())
 SEVEN = ("none", "ts", "ts-grid", "vs", "hb", "ir", "mrr")
 MB = 1 << 20
@@ -343,13 +343,7 @@ def bench_window(rows: Rows, pairs: int, quick: bool) -> None:
 # --- the section -------------------------------------------------------------------------------------------------
 
 def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next(ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return (f"{os.cpu_count()} CPUs ({cpu}), Python {platform.python_version()}, torch {torch.__version__} "
+    return (f"{os.cpu_count()} CPUs ({cpu_name()}), Python {platform.python_version()}, torch {torch.__version__} "
             f"({torch.get_num_threads()} threads), {platform.system()} {platform.machine()}")
 
 

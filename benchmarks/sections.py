@@ -4,7 +4,17 @@
 from __future__ import annotations
 
 import os
+import platform
 from pathlib import Path
+
+
+def cpu_name() -> str:
+    """The CPU's model name from /proc/cpuinfo, else what the platform module knows (for the sections' headers)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next(ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.processor() or platform.machine()
 
 
 def write_section(path, text: str, begin: str, end: str) -> None:

@@ -35,7 +35,7 @@ def zero_rows(scores) -> int:
     if stream.is_streamed(scores):
         if scores.kind != "probs":
             return 0
-        if getattr(scores, "map_shards", None) is not None:     # counted where each shard is
+        if stream.is_sharded(scores):       # counted where each shard is
             return sum(scores.map_shards(zero_rows))
         return sum(int(torch.isneginf(z).any(dim=1).sum()) for _, z, _ in scores.chunks())
     rows = chunk_rows(int(scores.shape[1]))         # no (N, K) temporary: large-K splits fill the memory

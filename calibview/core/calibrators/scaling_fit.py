@@ -80,7 +80,7 @@ class Objective:
             # pass) and ``feature`` maps a chunk of rows to float64 features: no (N, K) float64 copy. One first
             # pass gives the column means and standard deviations.
             self.u, self.source, self.feature = None, x, feature
-            if _sharded(x):     # each shard's moments where it is, merged (Chan et al.'s pairwise update)
+            if stream.is_sharded(x):     # each shard's moments where it is, merged (Chan et al.'s pairwise update)
                 self.m, sd = _merged_moments(x.map_shards(_shard_moments, feature))
             else:
                 self.m, sd = _moments(self._chunks(standardised=False), self.n)
@@ -143,7 +143,7 @@ class Objective:
         grad = torch.zeros_like(theta)
         g_a, g_b = _unpack(grad, self.k, self.matrix)
         total = torch.zeros((), dtype=torch.float64, device=theta.device)
-        if self.source is not None and _sharded(self.source):
+        if self.source is not None and stream.is_sharded(self.source):
             # one map per evaluation: each shard's NLL sum and gradient where it is, added in shard order
             for t, ga, gb in self.source.map_shards(_shard_nll_grad, a_par.cpu().numpy(), b.cpu().numpy(),
                                                     self.m.cpu().numpy(), self.s.cpu().numpy(), self.feature,
@@ -152,11 +152,7 @@ class Objective:
                 g_a += torch.from_numpy(ga).to(g_a.device)
                 g_b += torch.from_numpy(gb).to(g_b.device)
         else:
-            for _, u, y in self._chunks():
-                for start in range(0, u.shape[0], self.rows):
-                    check_cancel(self.cancel)
-                    rows = slice(start, start + self.rows)
-                    _accumulate(self.matrix, a_par, b, u[rows], y[rows, None], total, g_a, g_b)
+            _nll_grad_sums(self._chunks(), self.matrix, self.rows, a_par, b, total, g_a, g_b, self.cancel)
         grad /= self.n
         if self.pinned is not None:
             # chain rule through the centring (c_j -= free_j * mean_free(c - a m / s)), then pin
@@ -223,6 +219,16 @@ class Objective:
         return nll + pen, nll, g.add_(gp)
 
 
+def _nll_grad_sums(chunks, matrix: bool, rows: int, a_par, b, total, g_a, g_b, cancel=None) -> None:
+    """Add the NLL sum and gradient of every chunk ((start, standardised features, labels)) in steps of ``rows``
+    rows (in place)."""
+    for _, u, y in chunks:
+        for start in range(0, u.shape[0], rows):
+            check_cancel(cancel)
+            part = slice(start, start + rows)
+            _accumulate(matrix, a_par, b, u[part], y[part, None], total, g_a, g_b)
+
+
 def _accumulate(matrix: bool, a_par, b, uc, yc, total, g_a, g_b) -> None:
     """Add one chunk's NLL sum and gradient (in place): ``uc`` (rows, K) standardised features, ``yc`` (rows, 1)
     labels, logits ``uc A^T + b`` (``matrix``) or ``uc * a + b``."""
@@ -237,11 +243,6 @@ def _accumulate(matrix: bool, a_par, b, uc, yc, total, g_a, g_b) -> None:
         g_a.addmm_(a.T, uc)
     else:
         g_a += a.mul_(uc).sum(dim=0)
-
-
-def _sharded(x) -> bool:
-    """Whether ``x`` is a split whose passes run where its shards are (calibview.core.distributed.fit)."""
-    return getattr(x, "map_shards", None) is not None
 
 
 def _moments(chunks, n: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -291,10 +292,8 @@ def _shard_nll_grad(split, a_par, b, m, s, feature, matrix: bool, rows: int) -> 
     a_par, b, m, s = (torch.from_numpy(v) for v in (a_par, b, m, s))
     g_a, g_b = torch.zeros_like(a_par), torch.zeros_like(b)
     total = torch.zeros((), dtype=torch.float64)
-    for _, z, y in split.chunks():
-        u = (feature(z) - m).div_(s)
-        for start in range(0, u.shape[0], rows):
-            _accumulate(matrix, a_par, b, u[start:start + rows], y[start:start + rows, None], total, g_a, g_b)
+    chunks = ((a, (feature(z) - m).div_(s), y) for a, z, y in split.chunks())
+    _nll_grad_sums(chunks, matrix, rows, a_par, b, total, g_a, g_b)
     return float(total), g_a.numpy(), g_b.numpy()
 
 

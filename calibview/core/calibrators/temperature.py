@@ -56,17 +56,12 @@ def _temperature_moments(scores: torch.Tensor, labels: torch.Tensor, beta: float
     scores are log-probabilities floored there first (:mod:`~calibview.core.calibrators.checks`' exact-zero rule).
     """
     n = scores.shape[0]
-    if sharded(scores):         # each shard's sums on the worker holding it (calibview.core.distributed.fit)
+    if stream.is_sharded(scores):       # each shard's sums on the worker holding it
         parts = scores.map_shards(_shard_moments, beta, has_neg_inf, floor)
         f, g, h = (sum(p[i] for p in parts) for i in range(3))
         return f / n, g / n, h / n
     f, g, h = _moment_sums(scores, labels, beta, rows, cancel, has_neg_inf, tick, floor)
     return f / n, g / n, h / n
-
-
-def sharded(scores) -> bool:
-    """Whether ``scores`` is a split whose passes run where its shards are (it has ``map_shards``)."""
-    return getattr(scores, "map_shards", None) is not None
 
 
 def _shard_moments(split, beta: float, has_neg_inf: bool, floor: float | None) -> tuple[float, float, float]:

@@ -35,7 +35,7 @@ from calibview.core import calibrators as calib
 from calibview.core.distributed import shards as dshards
 from calibview.core.distributed import tasks
 from calibview.core.errors import CalibviewError, ParameterError, report
-from calibview.core.evaluation import cost, stages
+from calibview.core.evaluation import stages
 from calibview.core.evaluation.engine import Engine, log
 from calibview.core.evaluation.job import Job
 from calibview.core.evaluation.request import EvalRequest, Setting, check_request, settings_of
@@ -44,7 +44,6 @@ from calibview.core.io.toplabel.format import is_toplabel
 from calibview.core.stats import auroc as au
 from calibview.core.stats import jackknife
 from calibview.core.stats.corp.refinement import Refinement
-from calibview.core.stats.resampling import resample_sizes
 
 
 class DaskEngine(Engine):
@@ -68,9 +67,7 @@ class DaskEngine(Engine):
         for s in settings:
             check_request(replace(req, bins=s.bins, bandwidth=s.bandwidth, kernel=s.kernel))
         job = self._job(req, settings, progress, cancel, on_partial, t0, given)
-        if req.n_boot:
-            cost.check_bootstrap(cost.bootstrap_cost(job.n, job.k, req.n_boot, len(job.names)),
-                                 cost.budget(req.max_memory), req.n_boot)
+        job.check_bootstrap()
         self._fit_stage(job)
         self._score_stage(job)
         if req.n_boot:
@@ -244,7 +241,6 @@ def _merged_classwise(job: Job, boot: "_Boot", partials: list):
 
     if not partials or partials[0] is None:
         return None
-    cw = ClasswiseBootstrap(boot.counts, job.k, units=boot.units, device=job.device)
     if boot.units is None:
         total = rest = None
         for t, r in partials:
@@ -253,8 +249,8 @@ def _merged_classwise(job: Job, boot: "_Boot", partials: list):
     else:
         total = torch.cat([torch.from_numpy(t) for t, _ in partials])
         rest = torch.cat([torch.from_numpy(r) for _, r in partials])
-    cw.absorb(total.to(job.device), rest.to(job.device))
-    return cw
+    return ClasswiseBootstrap(boot.counts, job.k, units=boot.units, device=job.device,
+                              merged=(total.to(job.device), rest.to(job.device)))
 
 
 def finish(job: Job, nm: str, plan, merged: dict, ranked: list, bins) -> Scored:
@@ -279,8 +275,7 @@ def finish(job: Job, nm: str, plan, merged: dict, ranked: list, bins) -> Scored:
         loo = {b: np.concatenate([r[nm]["loo"][b] for r in ranked]) for b in bins}
         cw = merged[nm]["cw"]
         if cw is not None:
-            sizes = None if boot.units is None else torch.bincount(boot.units, minlength=boot.counts.shape[1])
-            totals = resample_sizes(boot.counts, None if sizes is None else sizes.double(), None)
+            totals = stages.classwise_totals(job, boot.counts, boot.units)
             dists = {b: cw.distribution(acc, b, totals) for b in bins}
             cw.release()
         else:

@@ -42,6 +42,7 @@ from calibview.core.stats.points import compute_part
 from calibview.core.errors import CalibviewError, report
 from calibview.core.io.members import format as members_format
 from calibview.core.evaluation.cache import LRUCache, file_identity
+from calibview.core.evaluation import cost
 from calibview.core.evaluation.cost import COUNTS_BUDGET, budget, check_bins  # noqa: F401 (COUNTS_BUDGET: its old home)
 from calibview.core.evaluation.request import EvalRequest, Setting
 from calibview.core.evaluation.tensors import resolve_device, scores_tensor
@@ -113,6 +114,7 @@ class Job:
         self.counters = {"fitted": [], "reused": [], "scored": [], "resampled": []}
         self.timings: dict[str, float] = {}
         self.budget = req.max_memory or memory.DEFAULT_MAX_MEMORY
+        self._poisson = None            # the request's Poisson scheme, once asked for (poisson())
 
     # --- keys ----------------------------------------------------------------------------------------------------
 
@@ -223,7 +225,7 @@ class Job:
     def poisson(self):
         """The :class:`~calibview.core.stats.resampling.PoissonScheme` of the evaluation split: its shards' sizes in
         order (one file: a single shard), K and the seed."""
-        if getattr(self, "_poisson", None) is not None:
+        if self._poisson is not None:
             return self._poisson
         if self.source is shards:
             _, per_file = shards.layout(self.req.file)
@@ -232,6 +234,14 @@ class Job:
             sizes = [self.n]
         self._poisson = poisson_scheme(sizes, self.k, self.req.seed)
         return self._poisson
+
+    def check_bootstrap(self) -> None:
+        """Refuse (CalibviewError) a bootstrap whose distributions would not fit the memory budget, before any
+        work."""
+        r = self.req
+        if r.n_boot:
+            cost.check_bootstrap(cost.bootstrap_cost(self.n, self.k, r.n_boot, len(self.names)),
+                                 budget(r.max_memory), r.n_boot)
 
     # --- outputs -------------------------------------------------------------------------------------------------
 

@@ -50,7 +50,6 @@ from calibview.core.stats.points import resample_part
 from calibview.core.errors import check_cancel, report
 from calibview.core.evaluation.job import Job
 from calibview.core.evaluation.request import Setting
-from calibview.core.evaluation import cost
 from calibview.core.evaluation.estimates import curve_band, estimates
 from calibview.core.evaluation.results import CalibratorResult, Counters, Evaluation, Scored
 
@@ -66,9 +65,7 @@ TWO_PASS_FLOPS = 2_000_000_000
 def run(job: Job) -> list[Evaluation]:
     """Every stage in turn (resampling only with ``n_boot``): one complete Evaluation per setting of ``job``; a
     bootstrap whose distributions would not fit the memory budget is refused before any work."""
-    if job.req.n_boot:
-        cost.check_bootstrap(cost.bootstrap_cost(job.n, job.k, job.req.n_boot, len(job.names)),
-                             cost.budget(job.req.max_memory), job.req.n_boot)
+    job.check_bootstrap()
     fit_stage(job)
     score_stage(job)
     if job.req.n_boot:
@@ -188,7 +185,7 @@ def scoring_pass(job: Job, scores, labels, items, counts, units, note, span) -> 
     # Poisson resamples are accumulated shard by shard (segments), over every class, as calibview.core.distributed
     # merges them: never restricted to a second pass's columns, so both engines add the same sums
     poisson = r.bootstrap == "poisson"
-    segments = list(np.cumsum((0,) + job.poisson().segments[:-1])) if poisson and counts is not None else None
+    segments = job.poisson().starts if poisson and counts is not None else None
     two_pass = (counts is not None and cw_note is None and units is None and not stream.is_streamed(scores)
                 and r.n_boot * n * k > TWO_PASS_FLOPS and not poisson)
     cws = {nm: (ClasswiseBootstrap(counts, k, units=units, device=job.device, segments=segments)
@@ -221,9 +218,7 @@ def scoring_pass(job: Job, scores, labels, items, counts, units, note, span) -> 
         dists, notes = {}, []
         if counts is not None and cw_note is None:
             cw = cws[nm]
-            totals = resample_sizes(counts, None if units is None else
-                                    torch.bincount(units, minlength=counts.shape[1]).double(),
-                                    n if r.bootstrap == "multinomial" else None)
+            totals = classwise_totals(job, counts, units)
             for b in bins[nm]:
                 check_cancel(job.cancel)
                 dists[b] = cw.distribution(accs[nm], b, totals)
@@ -249,6 +244,13 @@ def scoring_pass(job: Job, scores, labels, items, counts, units, note, span) -> 
         job.counters["scored"].append((nm, r.eval_split))
         accs[nm] = cws[nm] = None
         emit_partial(job)
+
+
+def classwise_totals(job: Job, counts, units) -> np.ndarray:
+    """(n_boot,) float64 samples in each of the request's resamples (``counts`` (n_boot, units), ``units`` (N,) or
+    None): N for multinomial draws of the samples, else the counts weighted by the units' sizes."""
+    sizes = None if units is None else torch.bincount(units, minlength=counts.shape[1]).double()
+    return resample_sizes(counts, sizes, job.n if job.req.bootstrap == "multinomial" else None)
 
 
 def classwise_note(job: Job, counts, units, calibrators: int) -> Optional[str]:

@@ -155,6 +155,12 @@ def is_streamed(scores) -> bool:
     return isinstance(scores, StreamedSplit)
 
 
+def is_sharded(scores) -> bool:
+    """True if ``scores`` is a streamed split whose full passes run where its shards are: it has ``map_shards(fn,
+    *args)`` (:class:`calibview.core.distributed.fit.ShardedSplit`), and a fit asks it for each shard's sums."""
+    return is_streamed(scores) and getattr(scores, "map_shards", None) is not None
+
+
 def tensor_chunks(scores: torch.Tensor, labels: torch.Tensor, rows: int
                   ) -> Iterator[tuple[int, torch.Tensor, torch.Tensor]]:
     """The in-memory counterpart of :meth:`StreamedSplit.chunks`."""

@@ -65,28 +65,36 @@ class ClasswiseBootstrap:
         float32 sums are folded into a float64 total at its end, and the row blocks restart at each shard: the
         totals are then those of :meth:`partial` sums of the shards added in order, bit for bit (what an engine
         scoring shards apart, calibview.core.distributed, merges).
+    merged : (total, rest), the :meth:`partial` sums of every shard merged: the accumulator of the whole split,
+        with nothing left to add (no buffers are allocated).
     """
 
     def __init__(self, counts: torch.Tensor, k: int, *, units: Optional[torch.Tensor] = None,
                  columns: Optional[np.ndarray] = None, device: torch.device | str = "cpu",
-                 segments: Optional[list[int]] = None) -> None:
+                 segments: Optional[list[int]] = None, merged: Optional[tuple] = None) -> None:
         self.device = torch.device(device)
         self.counts, self.k, self.units = counts, k, units
         self.r = counts.shape[0]
         self.columns = None if columns is None else torch.from_numpy(np.asarray(columns, np.int64)).to(self.device)
         width = k if columns is None else len(columns)
         rows = self.r if units is None else counts.shape[1]
+        self._first: Optional[tuple] = None
+        self._total: Optional[torch.Tensor] = None          # (R, width) float64 sum of the finished shards
+        self.segments, self._seg_end, self._buf, self._buf_start, self._buf_fill = None, None, None, 0, 0
+        if merged is not None:
+            if units is None:           # sums over samples: already the resamples' fluctuation sums
+                self._first, self._acc, self._rest = merged, None, None
+            else:                       # per-unit sums: multiplied by the counts when first asked for
+                self._acc, self._rest = merged
+            return
         self._acc = torch.zeros((rows, width), dtype=torch.float32, device=self.device)
         self._rest = torch.zeros(rows, dtype=torch.float64, device=self.device)
-        self._first: Optional[torch.Tensor] = None
         # Rows are multiplied in fixed blocks of the split (not the caller's chunks), so the float32 sums do not
         # depend on how the split was read, and the products are wide enough to be efficient at large K.
         self.block_rows = max(64, min(4096, _BLOCK_BYTES // (4 * max(width, 1))))
         self._buf = None if units is not None else torch.empty((self.block_rows, width), dtype=torch.float32,
                                                                 device=self.device)
-        self._buf_start = self._buf_fill = 0
         self.segments = None if segments is None or units is not None else np.asarray(segments, np.int64)
-        self._total: Optional[torch.Tensor] = None          # (R, width) float64 sum of the finished shards
         self._seg_end = None if self.segments is None else self._segment_end(0)
 
     @staticmethod
@@ -156,19 +164,12 @@ class ClasswiseBootstrap:
 
     def partial(self) -> tuple[torch.Tensor, torch.Tensor]:
         """((R, width) float64 dense sums, (R,) float64 rest) of the rows seen, for samples as units; or, with
-        units, ((units, width) float32, (units,) float64) per-unit sums. A shard's partial sums: add them in
-        shard order (:meth:`absorb`) for the split's. Call it once, after the last row."""
+        units, ((units, width) float32, (units,) float64) per-unit sums. A shard's partial sums: merged in shard
+        order, they make the split's (the ``merged`` argument). Call it once, after the last row."""
         if self.units is not None:
             return self._acc, self._rest
         self._fold(last=True)
         return self._total, self._rest
-
-    def absorb(self, total: torch.Tensor, rest: torch.Tensor) -> None:
-        """Take the merged :meth:`partial` sums of every shard as this accumulator's (nothing else was added)."""
-        if self.units is not None:
-            self._acc, self._rest = total, rest
-        else:
-            self._first, self._acc, self._buf = (total, rest), None, None
 
     def _first_fluct(self) -> tuple[torch.Tensor, torch.Tensor]:
         """((R, width) float32 or, with shards, float64, (R,) float64) fluctuations of the dense columns and of

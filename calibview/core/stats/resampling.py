@@ -286,6 +286,11 @@ class PoissonScheme:
         return out
 
     @property
+    def starts(self) -> list[int]:
+        """The split row where each shard starts."""
+        return [int(a) for a in np.cumsum((0,) + self.segments[:-1])]
+
+    @property
     def n_units(self) -> int:
         """Resampling units: N, or the number of groups."""
         return self.n if self.groups is None else int(sum(self.groups))
