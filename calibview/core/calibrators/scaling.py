@@ -67,7 +67,7 @@ import torch
 
 from calibview.core.calibrators import checks
 from calibview.core.calibrators.base import Method
-from calibview.core.calibrators.scaling_fit import Objective, canonical, minimise
+from calibview.core.calibrators.scaling_fit import Objective, canonical, minimise, polish
 from calibview.core.calibrators.temperature import fit_temperature
 from calibview.core.errors import CalibviewError, check_cancel, report
 from calibview.core.io import stream
@@ -242,6 +242,9 @@ class _AffineSoftmax(Method):
             else:
                 theta, info = minimise(objective, theta0, max_iter=self.max_iter, rel_tol=self.rel_tol,
                                         what=self.label, progress=main)
+                if not self.matrix and info["converged"] and info["nll"] >= _SEPARABLE_NLL:
+                    theta, info["newton_steps"], (info["objective"], info["nll"], _) = polish(
+                        objective, theta, what=self.label, progress=main)
             a_par, b = objective.to_model(theta)
             if self.matrix:
                 a_par, b = canonical(a_par, b, self.penalty)
@@ -264,6 +267,8 @@ class _AffineSoftmax(Method):
                           pinned_classes=0 if pinned is None else int(pinned.sum()))
         params.update(log_floor=floor, fit_nll=info["nll"], fit_objective=info["objective"],
                       iterations=info["iterations"], converged=info["converged"])
+        if "newton_steps" in info:
+            params["newton_steps"] = info["newton_steps"]
         report(progress, 1.0, f"{self.label}: fit-split NLL {info['nll']:.6g}")
         return params, tuple(warnings)
 
@@ -309,6 +314,9 @@ class VectorScaling(_AffineSoftmax):
     name, label, keeps_argmax, streams = "vs", "Vector scaling", False, True
 
     def __init__(self, absent: str = "ts", min_count: int = 10, prior: float = 0.0, **kwargs):
+        # L-BFGS only has to bring the Newton steps (:func:`polish`) within their reach: stopping it at 1e-8
+        # rather than 1e-10 saved ~20 of 69 iterations at 50,000 x 1,000 for one more Newton step
+        kwargs.setdefault("rel_tol", 1e-8)
         super().__init__(**kwargs)
         if absent not in ABSENT:
             raise CalibviewError(f"Unknown absent={absent!r} for {self.label}; choose from {', '.join(ABSENT)}.")

@@ -99,7 +99,8 @@ def test_vs_with_too_few_rows_for_every_class_is_temperature_scaling():
 
 def test_vs_on_a_well_posed_fit_split_is_unchanged():
     """Every class has hundreds of rows: the default VS is the unpenalised fit, as before the absent-class rule
-    (numbers from the previous version, commit 20a153c)."""
+    (numbers from the previous version, commit 20a153c, whose L-BFGS stopped with a largest gradient entry of
+    3.7e-7, so 4e-6 from the optimum the Newton steps now reach; see test_vs_newton.py)."""
     rng = np.random.default_rng(0)
     y = rng.integers(0, 10, 3000)
     z = rng.normal(size=(3000, 10))
@@ -109,10 +110,10 @@ def test_vs_on_a_well_posed_fit_split_is_unchanged():
     assert p["pinned_classes"] == 0
     np.testing.assert_allclose(p["w"], [0.738900268, 0.767746811, 0.760389342, 0.7470752, 0.755396679,
                                         0.748091784, 0.728776914, 0.746884313, 0.732403067, 0.710010246],
-                               rtol=0, atol=1e-6)
+                               rtol=0, atol=1e-5)
     np.testing.assert_allclose(p["b"], [-0.072087554, -0.028698984, -0.068815181, -0.073708062, -0.140704491,
                                         0.131847622, 0.056867176, -0.05328178, 0.118477093, 0.128894793],
-                               rtol=0, atol=1e-6)
+                               rtol=0, atol=1e-5)
     assert p["fit_nll"] == pytest.approx(1.450871006818496, abs=1e-9)
 
 

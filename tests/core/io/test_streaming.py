@@ -64,7 +64,7 @@ def test_streamed_evaluation_matches_the_loaded_one(files, which):
     assert streamed.result("ts").fitted.params["temperature"] == pytest.approx(t_loaded, rel=1e-9)
     assert t_loaded > 1.2            # the synthetic model is overconfident: the fit did something
     np.testing.assert_allclose(streamed.result("vs").fitted.params["w"], loaded.result("vs").fitted.params["w"],
-                               rtol=1e-4)
+                               rtol=0, atol=1e-10)
 
 
 def test_streamed_split_reads_like_the_file(files):
