@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
@@ -50,6 +51,8 @@ BY_CLASS = "class"
 MAX_SLICES = 50
 #: a chunk is ranked in full at once when more of its rows than this would be
 FULL_RANK = 0.1
+#: threads that rank a chunk's rows (at most; fewer when torch is told to use fewer)
+MAX_THREADS = 4
 
 
 @dataclass(frozen=True)
@@ -219,35 +222,59 @@ def _chunks(job, split, cancel):
 def _pass(job, split, calibrators, fitted, scores, lam, kreg, u, cancel, *, calibration=False, qhats=None,
           alphas=(), mondrian=None, groups=None):
     """One pass over ``split``: (labels (N,) int64, {(calibrator, score): (N,) label scores}) for the calibration
-    split, or (labels, {(calibrator, score, alpha): ((N,) sizes, (N,) covered)}) for the evaluation split."""
+    split, or (labels, {(calibrator, score, alpha): ((N,) sizes, (N,) covered)}) for the evaluation split.
+
+    Each chunk's rows are ranked, scored and turned into sets in parts on a pool of threads (numpy's sorts and
+    ufuncs, most of the time here, run on one core and release the GIL; every row is its own, so the parts give
+    the same bits as the whole)."""
     n = job.run_info.split(split).n
     labels = np.empty(n, dtype=np.int64)
     out: dict = {}
-    for start, z, y in _chunks(job, split, cancel):
-        rows = slice(start, start + z.shape[0])
-        labels[rows] = y.cpu().numpy()
-        for c in calibrators:
-            p = _probabilities(fitted[c], z)
-            ranked = _ranked(p, labels[rows], scores, calibration, qhats, c, mondrian == BY_CLASS)
-            uu = None if u is None else u[rows]
-            # computed once per chunk for every level: the label's rank and each score's ranked values
-            full = ranked is not None and ranked.values.shape[1] == p.shape[1]
-            at = cf.label_ranks(ranked, labels[rows], p) if full and not calibration else None
-            for s in scores:
-                if calibration:
-                    t = out.setdefault((c, s), np.empty(n))
-                    t[rows] = cf.true_scores(p, labels[rows], s, lam=lam, kreg=kreg, u=uu, ranked=ranked)
-                    continue
-                sc = cf.ranked_scores(ranked, s, lam=lam, kreg=kreg, u=uu) if full and s != "lac" else None
-                for a in alphas:
-                    q = qhats[(c, s, a)]
-                    kw = ({"qhat": q} if mondrian is None else {"class_qhat": q} if mondrian == BY_CLASS
-                          else {"qhat": q[groups[rows]]})
-                    sz, cov = cf.set_stats(p, labels[rows], s, lam=lam, kreg=kreg, u=uu, ranked=ranked, scores=sc,
-                                           label_rank=at, **kw)
-                    entry = out.setdefault((c, s, a), (np.empty(n, dtype=np.int64), np.empty(n, dtype=bool)))
-                    entry[0][rows], entry[1][rows] = sz, cov
+    for c in calibrators:
+        for s in scores:
+            if calibration:
+                out[(c, s)] = np.empty(n)
+            for a in () if calibration else alphas:
+                out[(c, s, a)] = (np.empty(n, dtype=np.int64), np.empty(n, dtype=bool))
+    workers = max(1, min(torch.get_num_threads(), MAX_THREADS))
+    with ThreadPoolExecutor(workers) as pool:
+        for start, z, y in _chunks(job, split, cancel):
+            stop = start + z.shape[0]
+            labels[start:stop] = y.cpu().numpy()
+            for c in calibrators:
+                p = _probabilities(fitted[c], z)
+                edges = np.linspace(0, p.shape[0], workers + 1).astype(int)
+                parts = [(start + a, p[a:b]) for a, b in zip(edges[:-1], edges[1:]) if b > a]
+                args = (c, labels, scores, lam, kreg, u, out, calibration, qhats, alphas, mondrian, groups)
+                for done in pool.map(lambda part: _rows(*part, *args), parts):
+                    pass                    # (the parts write their own rows of ``out``; this re-raises)
     return labels, out
+
+
+def _rows(start, p, c, labels, scores, lam, kreg, u, out, calibration, qhats, alphas, mondrian, groups) -> None:
+    """Write the rows ``start`` .. of ``out`` (see :func:`_pass`) from their (rows, K) probabilities ``p`` under
+    calibrator ``c``."""
+    rows = slice(start, start + p.shape[0])
+    ranked = _ranked(p, labels[rows], scores, calibration, qhats, c, mondrian == BY_CLASS)
+    uu = None if u is None else u[rows]
+    # computed once per part for every level: the label's rank and each score's ranked values
+    full = ranked is not None and ranked.values.shape[1] == p.shape[1]
+    at = cf.label_ranks(ranked, labels[rows], p) if full and not calibration else None
+    # raps's scores are aps's plus a penalty (the same operations): the aps matrix is made once for both
+    base = cf.ranked_scores(ranked, "aps", u=uu) if full and not calibration and set(scores) - {"lac"} else None
+    for s in scores:
+        if calibration:
+            out[(c, s)][rows] = cf.true_scores(p, labels[rows], s, lam=lam, kreg=kreg, u=uu, ranked=ranked)
+            continue
+        sc = (None if base is None or s == "lac" else base if s == "aps" else
+              cf.add_raps_penalty(ranked, base.copy() if "aps" in scores or uu is None else base, lam, kreg))
+        for a in alphas:
+            q = qhats[(c, s, a)]
+            kw = ({"qhat": q} if mondrian is None else {"class_qhat": q} if mondrian == BY_CLASS
+                  else {"qhat": q[groups[rows]]})
+            sz, cov = cf.set_stats(p, labels[rows], s, lam=lam, kreg=kreg, u=uu, ranked=ranked, scores=sc,
+                                   label_rank=at, **kw)
+            out[(c, s, a)][0][rows], out[(c, s, a)][1][rows] = sz, cov
 
 
 def _probabilities(fitted, z) -> np.ndarray:

@@ -136,16 +136,16 @@ def rank(probs: np.ndarray, width: Optional[int] = None, *, with_classes: bool =
         if with_classes:
             classes = np.argsort(-p, axis=1)
             values = np.take_along_axis(p, classes, axis=1)
-        else:
-            classes, values = None, np.sort(-p, axis=1)
-            np.negative(values, out=values)
+        else:               # ascending, then reversed into a contiguous copy: cheaper than negating twice
+            classes, values = None, np.ascontiguousarray(np.sort(p, axis=1)[:, ::-1])
     else:
         v, idx = torch.topk(torch.from_numpy(p), width + 1, dim=1, largest=True, sorted=True)
         v, idx = v.numpy(), idx.numpy()
         is_open = v[:, width - 1] == v[:, width]
         values, classes = np.ascontiguousarray(v[:, :width]), np.ascontiguousarray(idx[:, :width])
     width = values.shape[1]
-    prefix = np.cumsum(values, axis=1)
+    # torch's CPU cumsum adds along each row in order in float64, as numpy's does (the same bits), on every core
+    prefix = torch.cumsum(torch.from_numpy(values), dim=1).numpy()
     pos = np.broadcast_to(np.arange(width, dtype=np.int64), values.shape)
     tied_next = np.zeros(values.shape, dtype=bool)
     tied_next[:, :-1] = values[:, 1:] == values[:, :-1]
@@ -189,11 +189,24 @@ def ranked_scores(r: Ranked, score: str, *, lam: float = RAPS_LAMBDA, kreg: int 
         return 1.0 - r.values
     upto, before = _group_mass(r, u is not None)
     if u is None:
-        s = upto
+        s = upto.copy() if score == "raps" else upto       # (upto may be the ranking's own prefix)
     else:
-        s = before + np.asarray(u, dtype=np.float64)[:, None] * (upto - before)
-    if score == "raps":
-        s = s + float(lam) * np.maximum(0, r.last + 1 - int(kreg))
+        # before + u (upto - before), in place in one (n, L) array (the same bits: + and * commute)
+        s = np.subtract(upto, before)
+        s *= np.asarray(u, dtype=np.float64)[:, None]
+        s += before
+    return add_raps_penalty(r, s, lam, kreg) if score == "raps" else s
+
+
+def add_raps_penalty(r: Ranked, s: np.ndarray, lam: float = RAPS_LAMBDA, kreg: int = RAPS_KREG) -> np.ndarray:
+    """``s`` (n, L) aps scores of the ranking ``r`` turned into raps scores in place (returned): plus lam times
+    the ranks past ``kreg``. The penalty depends on the rank alone, one (L,) row, except in the rows holding a tie
+    group (each member has its group's last rank)."""
+    t = r.tied
+    base = s[t]                                 # a copy (fancy index): the tied rows before their penalty
+    s += float(lam) * np.maximum(0, np.arange(s.shape[1]) + 1 - int(kreg))
+    if t.size:
+        s[t] = base + float(lam) * np.maximum(0, r.last[t] + 1 - int(kreg))
     return s
 
 
@@ -219,9 +232,9 @@ def true_scores(probs: np.ndarray, labels: np.ndarray, score: str, *, lam: float
     if check_score(score) == "lac":
         return 1.0 - p[np.arange(p.shape[0]), y]
     r = ranked if ranked is not None else rank(p, width)
-    s = ranked_scores(r, score, lam=lam, kreg=kreg, u=u)
     if r.classes is None:                     # a full ranking of the values: the label's place from its value
-        return s[np.arange(p.shape[0]), label_ranks(r, y, p)]
+        return _label_scores(r, label_ranks(r, y, p), score, lam, kreg, u)
+    s = ranked_scores(r, score, lam=lam, kreg=kreg, u=u)
     hit = r.classes == y[:, None]
     found = hit.any(axis=1) & ~r.open
     out = np.take_along_axis(s, hit.argmax(axis=1)[:, None], axis=1)[:, 0]
@@ -230,6 +243,25 @@ def true_scores(probs: np.ndarray, labels: np.ndarray, score: str, *, lam: float
         out[rest] = true_scores(p[rest], y[rest], score, lam=lam, kreg=kreg,
                                 u=None if u is None else np.asarray(u)[rest], width=p.shape[1])
     return out
+
+
+def _label_scores(r: Ranked, at: np.ndarray, score: str, lam: float, kreg: int, u) -> np.ndarray:
+    """(n,) the entries ``at`` (n,) int64, one column per row, of :func:`ranked_scores` (aps / raps), computed for
+    those entries alone with the same operations, so the same bits, without the (n, L) score matrix."""
+    rows = np.arange(at.shape[0])
+    last = r.last[rows, at]
+    upto = r.prefix[rows, last]
+    if u is None:
+        s = upto
+    else:
+        first = r.first[rows, at]
+        before = np.where(first > 0, r.prefix[rows, np.maximum(first - 1, 0)], 0.0)
+        s = np.subtract(upto, before)
+        s *= np.asarray(u, dtype=np.float64)
+        s += before
+    if score == "raps":
+        s = s + float(lam) * np.maximum(0, last + 1 - int(kreg))
+    return s
 
 
 def set_stats(probs: np.ndarray, labels: np.ndarray, score: str, *, qhat=None, class_qhat=None,

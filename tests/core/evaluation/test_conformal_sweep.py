@@ -100,10 +100,30 @@ def test_the_top_window_path_gives_the_full_sorts_records(h5, monkeypatch, rando
     monkeypatch.setattr(cf, "FULL_SORT_K", 1)
     monkeypatch.setattr(cf, "WINDOW", 3)
     windowed = evaluate_conformal(Engine(), h5, "net/toy", **kw).records
-    assert len(full) == len(windowed) > 0
+    _assert_same_records(full, windowed)
+
+
+@pytest.mark.parametrize("mondrian", [None, "class"])
+def test_rows_ranked_on_several_threads_give_the_records_of_one(h5, monkeypatch, mondrian):
+    """A chunk's rows are ranked in parts on a pool of threads; every row is its own, so one thread and three
+    (uneven parts, more threads than this machine may have cores) give the same records to the bit."""
+    import calibview.core.evaluation.conformal as ec
+
+    kw = dict(calib_split="val", eval_split="test", alphas=ALPHAS, scores=("lac", "aps", "raps"),
+              calibrators=("none", "ts"), fit_split="fit", randomized=True, seed=3, n_boot=0, mondrian=mondrian)
+    monkeypatch.setattr(ec.torch, "get_num_threads", lambda: 1)
+    one = evaluate_conformal(Engine(), h5, "net/toy", **kw).records
+    monkeypatch.setattr(ec.torch, "get_num_threads", lambda: 3)
+    three = evaluate_conformal(Engine(), h5, "net/toy", **kw).records
+    _assert_same_records(one, three)
+
+
+def _assert_same_records(xs, ys) -> None:
+    """The same non-empty list of records, floats to the bit (NaN equal to NaN)."""
+    assert len(xs) == len(ys) > 0
 
     def same(a, b):
         return a == b or (isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b))
 
-    for a, b in zip(full, windowed):
+    for a, b in zip(xs, ys):
         assert a.keys() == b.keys() and all(same(a[k], b[k]) for k in a), (a, b)

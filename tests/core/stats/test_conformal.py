@@ -109,6 +109,10 @@ def test_scores_sets_and_coverage_equal_a_brute_force(score, randomized):
     np.testing.assert_allclose(mine, brute, rtol=0, atol=1e-12)
     t = cf.true_scores(p, y, score, lam=lam, kreg=kreg, u=u, width=3)        # small window: the fallback too
     assert np.array_equal(t, mine[np.arange(300), y])
+    # from a full ranking of the values alone, the label's entry is computed by itself: the same bits
+    values_only = cf.rank(p, with_classes=False)
+    assert values_only.tied.size > 0
+    assert np.array_equal(cf.true_scores(p, y, score, lam=lam, kreg=kreg, u=u, ranked=values_only), t)
     q = cf.conformal_quantile(t[:150], 0.1)
     assert q == _brute_quantile(t[:150], 0.1)
     sets = cf.prediction_sets(p[150:], score, qhat=q, lam=lam, kreg=kreg, u=None if u is None else u[150:])
