@@ -71,6 +71,7 @@ from calibview.core.calibrators.scaling_fit import Objective, canonical, minimis
 from calibview.core.calibrators.temperature import fit_temperature
 from calibview.core.errors import CalibviewError, check_cancel, report
 from calibview.core.io import stream
+from calibview.core.stats.metrics import chunk_rows
 
 LOG_FLOOR = math.log(np.finfo(np.float64).tiny)     # -708.396...
 MAX_MATRIX_PARAMS = 25_000_000                      # K^2 above this is refused (K > 5000)
@@ -90,6 +91,19 @@ def _features(scores: torch.Tensor, log_probs: bool, floor: float) -> torch.Tens
     if floor > LOG_FLOOR:
         return x.clamp_min(floor)
     return torch.nan_to_num(x, neginf=floor) if bool(torch.isneginf(x).any()) else x
+
+
+def _map_nll(scores, y: torch.Tensor, w: float, floor: float, cancel) -> float:
+    """Mean NLL of softmax(w * features) over the fit split ``scores`` (N, K) (a tensor or a streamed split) with
+    labels ``y`` (N,), float64, one pass in chunks of rows."""
+    n, k = int(scores.shape[0]), int(scores.shape[1])
+    chunks = scores.chunks() if stream.is_streamed(scores) else stream.tensor_chunks(scores, y, chunk_rows(k))
+    total = 0.0
+    for _, z, yc in chunks:
+        check_cancel(cancel)
+        lp = torch.log_softmax(_features(z, False, floor) * w, dim=1)      # (the features may be z itself)
+        total -= float(lp.gather(1, yc.to(lp.device, torch.int64)[:, None]).sum())
+    return total / n
 
 
 class _AffineSoftmax(Method):
@@ -231,12 +245,20 @@ class _AffineSoftmax(Method):
             if not self.matrix:
                 stream_args.update(feature=functools.partial(_features, log_probs=self.log_probs, floor=floor),
                                    pinned=pinned, pinned_w=pinned_w)
+            if not self.matrix and pinned is not None and bool(pinned.all()) and not stream.is_sharded(scores):
+                # nothing to fit (temperature scaling's map for every class): one pass for its NLL, no moments
+                nll = _map_nll(scores, y, pinned_w, floor, cancel)
+                a_par = torch.full((k,), pinned_w, dtype=torch.float64, device=y.device)
+                b = torch.zeros(k, dtype=torch.float64, device=y.device)
+                info = {"objective": nll, "nll": nll, "iterations": 0, "converged": True}
+                return self._params(a_par, b, info, pinned, absent_rule, floor, lam, mu, selection, warnings,
+                                    progress)
             objective = Objective(x, y, self.matrix, self.penalty, lam, mu, cancel, **stream_args)
             del x
             theta0 = self._theta0(objective, k, y.device, temperature)
             if not self.matrix:
                 objective.prior, objective.theta0 = self.prior, theta0
-            if pinned is not None and bool(pinned.all()):       # nothing to fit: temperature scaling
+            if pinned is not None and bool(pinned.all()):       # the same on a sharded split: its NLL by one map
                 f, nll, _ = objective(theta0)
                 theta, info = theta0, {"objective": f, "nll": nll, "iterations": 0, "converged": True}
             else:
@@ -248,6 +270,10 @@ class _AffineSoftmax(Method):
             a_par, b = objective.to_model(theta)
             if self.matrix:
                 a_par, b = canonical(a_par, b, self.penalty)
+        return self._params(a_par, b, info, pinned, absent_rule, floor, lam, mu, selection, warnings, progress)
+
+    def _params(self, a_par, b, info, pinned, absent_rule, floor, lam, mu, selection, warnings, progress):
+        """(params, warnings) of :meth:`fit` from the fitted model's (w or W, b) and the fit's ``info``."""
         scale = max(float(a_par.abs().max()), float(b.abs().max()))
         if info["nll"] < _SEPARABLE_NLL or scale > _SCALE_WARN:
             warnings.append(f"{self.label} drove the fit-split NLL to {info['nll']:.3g} with parameters up to "

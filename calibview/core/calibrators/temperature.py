@@ -8,6 +8,7 @@ and the fallback of the scaling family (vs, ms, dirichlet), which is why it live
 from __future__ import annotations
 
 import math
+import weakref
 
 import torch
 
@@ -110,6 +111,40 @@ def fit_temperature(scores: torch.Tensor, labels: torch.Tensor, *, tol: float = 
     the (N, K) matrix. ``floor``: fit on the scores floored there (log(max(p, eps)) for log-probabilities).
     Returns (T, full passes used, warnings).
     """
+    key = (tol, max_iter, floor)
+    last = _LAST[0]
+    if (last is not None and last[0]() is scores and last[1] == _version(scores) and last[2]() is labels
+            and last[3] == _version(labels) and last[4] == key):
+        report(progress, 0.95, f"temperature scaling: T = {last[5][0]:.6g}")
+        return last[5]
+    out = _fit_temperature(scores, labels, tol=tol, max_iter=max_iter, cancel=cancel, progress=progress,
+                           floor=floor)
+    try:
+        _LAST[0] = (weakref.ref(scores), _version(scores), weakref.ref(labels), _version(labels), key, out)
+    except TypeError:                   # an object that takes no weak reference: nothing remembered
+        _LAST[0] = None
+    return out
+
+
+#: the last fit (weak references to its scores and labels, their versions, the settings, the result): the scaling
+#: family starts from T on the same fit split that ``ts`` has just been fitted on, and a second fit (passes over
+#: the whole split, a second or more at large K) would give the same bits
+_LAST: list = [None]
+
+
+def _version(t) -> int:
+    """A tensor's in-place modification count (a changed tensor is another fit split); 0 for a streamed split,
+    which is read from a file that does not change during a run, and -1 for an inference-mode tensor, which keeps
+    no count (the engine's fit split: read from a file, never written)."""
+    try:
+        return int(getattr(t, "_version", 0))
+    except RuntimeError:
+        return -1
+
+
+def _fit_temperature(scores, labels, *, tol: float, max_iter: int, cancel, progress, floor
+                     ) -> tuple[float, int, tuple[str, ...]]:
+    """:func:`fit_temperature` itself."""
     n = scores.shape[0]
     warnings: list[str] = []
     beta = 1.0

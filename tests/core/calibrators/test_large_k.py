@@ -97,6 +97,40 @@ def test_vs_with_too_few_rows_for_every_class_is_temperature_scaling():
     assert np.all(np.array(fitted.params["w"]) == 1.0 / t)
 
 
+def test_vs_with_every_class_pinned_reports_the_nll_of_the_temperature_map():
+    """Every class pinned: no moments, no L-BFGS, one pass for the NLL of softmax(z / T), here against numpy's."""
+    rng = np.random.default_rng(4)
+    k, n = 2000, 800
+    y = rng.integers(0, k, n)
+    z = rng.standard_normal((n, k)).astype(np.float32) * 2
+    z[np.arange(n), y] += 5.0
+    fitted = calib.fit("vs", torch.from_numpy(z), torch.from_numpy(y))
+    t = calib.fit("ts", torch.from_numpy(z), torch.from_numpy(y)).params["temperature"]
+    a = z.astype(np.float64) / t
+    ref = float(np.mean(logsumexp(a, axis=1) - a[np.arange(n), y]))
+    assert fitted.params["pinned_classes"] == k and fitted.params["fit_nll"] == pytest.approx(ref, rel=1e-13)
+
+
+def test_the_scaling_family_reuses_the_temperature_just_fitted_on_the_same_split(monkeypatch):
+    """vs starts from (and pins rare classes at) ts's T: on the same fit split T is not fitted twice, and a split
+    changed in place is fitted again."""
+    from calibview.core.calibrators import temperature
+
+    calls = []
+    real = temperature._fit_temperature
+    monkeypatch.setattr(temperature, "_fit_temperature", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    z, y, classes = _many_absent(n=600, k=300, present=20, seed=2)
+    pinned = np.setdiff1d(np.arange(300), classes)
+    t = calib.fit("ts", z, y).params["temperature"]
+    w = np.array(calib.fit("vs", z, y).params["w"])
+    assert len(calls) == 1 and np.all(w[pinned] == 1.0 / t)
+    z.mul_(2.0)                                         # the same tensor, another fit split
+    w2 = np.array(calib.fit("vs", z, y).params["w"])
+    assert len(calls) == 2
+    t2 = calib.fit("ts", z, y).params["temperature"]
+    assert len(calls) == 2 and t2 == pytest.approx(2 * t, rel=1e-6) and np.all(w2[pinned] == 1.0 / t2)
+
+
 def test_vs_on_a_well_posed_fit_split_is_unchanged():
     """Every class has hundreds of rows: the default VS is the unpenalised fit, as before the absent-class rule
     (numbers from the previous version, commit 20a153c, whose L-BFGS stopped with a largest gradient entry of
