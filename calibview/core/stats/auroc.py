@@ -44,6 +44,8 @@ PAD_ENTRIES = 1 << 22
 #: probabilities counted at a time (float64: 2 MB)
 _BLOCK_ENTRIES = 1 << 18
 _ROW_ENTRIES = 1 << 17
+#: the scored classes' columns are gathered before counting when they are at most this fraction of K
+COLUMNS_GATHERED = 0.5
 
 
 def scored_classes(labels: np.ndarray, k: int) -> np.ndarray:
@@ -68,7 +70,7 @@ class AurocCounter:
 
     def __init__(self, labels: np.ndarray, pos: torch.Tensor, k: int) -> None:
         labels = np.asarray(labels, np.int64)
-        self.n, self.k = int(labels.shape[0]), k
+        self.n, self.k_all = int(labels.shape[0]), k
         self.classes = scored_classes(labels, k)
         self.count = np.bincount(labels, minlength=k)
         scored = np.zeros(k, dtype=bool)
@@ -76,6 +78,17 @@ class AurocCounter:
         keep = scored[labels]
         pv = np.ascontiguousarray(pos.detach().cpu().numpy(), dtype=np.float64)[keep]
         pl = labels[keep]
+        # Only the scored classes' columns are counted: with more classes than samples (ImageNet-21k on a test
+        # set of 10,000) most classes have no positive, and gathering the others' columns first costs one pass
+        # where counting them would cost several. The counts are then over those columns (``cols``), in order.
+        self.cols, count = None, self.count
+        if len(self.classes) <= COLUMNS_GATHERED * k:
+            self.cols = torch.from_numpy(self.classes).to(pos.device)
+            local = np.zeros(k, dtype=np.int64)
+            local[self.classes] = np.arange(len(self.classes))
+            pl, count, k = local[pl], self.count[self.classes], len(self.classes)
+            scored = np.ones(k, dtype=bool)
+        self.k = k
         # Buckets: the float32 bits of p shifted right by `shift`, minus `base`, clamped at 0 below the bucket of
         # the smallest nonzero positive; as narrow as the table allows between that positive and 1.
         # (exact zeros, e.g. from histogram binning, have bucket 0 to themselves: a range down to 0 would make
@@ -96,7 +109,7 @@ class AurocCounter:
         # and the bucket table is never built.
         self.batches = None
         if pv.size > self.nb * max(len(self.classes), 1) / SEARCH_ABOVE:
-            self.batches = _search_batches(pv, pl, self.classes, self.count, pos.device)
+            self.batches = _search_batches(pv, pl, np.flatnonzero(scored), count, pos.device)
             return
         key = pl * self.nb + self._bucket(pv)
         # the table in int32 from the start, and the flagged buckets' extremes from the positives sorted by bucket:
@@ -120,7 +133,7 @@ class AurocCounter:
         # for multi-valued buckets: positives by (class, rank of value among all positives)
         self._sorted = np.sort(pv)
         self._keys = np.sort(pl * (pv.size + 1) + np.searchsorted(self._sorted, pv, side="left"))
-        self._start = np.r_[0, np.cumsum(np.where(scored, self.count, 0))][:-1]
+        self._start = np.r_[0, np.cumsum(np.where(scored, count, 0))][:-1]
 
     def _bucket(self, v: np.ndarray) -> np.ndarray:
         """int32 bucket of each value (same shape), in [0, nb)."""
@@ -130,6 +143,8 @@ class AurocCounter:
 
     def add(self, p: torch.Tensor) -> None:
         """One chunk of rows of the (N, K) float64 probabilities (chunks in any order)."""
+        if self.cols is not None:
+            p = p.index_select(1, self.cols)
         if self.batches is not None:
             self._search(p)
             return
@@ -205,10 +220,11 @@ class AurocCounter:
 
     def per_class(self) -> np.ndarray:
         """(K,) AUC of each class against the rest (NaN where undefined, and for class 0 when K = 2)."""
-        out = np.full(self.k, np.nan)
+        out = np.full(self.k_all, np.nan)
         c = self.classes
+        at = c if self.cols is None else np.arange(len(c))          # their places in gt and eq
         pc, n = self.count[c].astype(np.float64), float(self.n)
-        gt, eq = self.gt[c].astype(np.float64), self.eq[c].astype(np.float64)
+        gt, eq = self.gt[at].astype(np.float64), self.eq[at].astype(np.float64)
         out[c] = (pc * n - gt - 0.5 * eq - 0.5 * pc * pc) / (pc * (n - pc))
         return out
 

@@ -94,3 +94,26 @@ def test_values_a_float32_rounding_cannot_tell_apart():
     p = np.stack([base, base + 1e-12 * rng.integers(-3, 4, n), 1 - 2 * base], 1)
     y = rng.integers(0, k, n)
     assert _counted(p, y, 64).value() == pytest.approx(_brute(p, y), abs=1e-12)
+
+
+@pytest.mark.parametrize("kind", ["continuous", "rounded"])
+@pytest.mark.parametrize("table", [1 << 20, "search"])
+def test_more_classes_than_positives_counts_only_the_scored_columns(kind, table, monkeypatch):
+    """Labels drawn from 40 of 300 classes (ImageNet-21k on a small test set): only the scored classes' columns are
+    gathered and counted, and the AUROC is scikit-learn's mean over them."""
+    if table == "search":
+        monkeypatch.setattr(au, "SEARCH_ABOVE", 1e12)
+    rng = np.random.default_rng(11)
+    n, k = 500, 300
+    p = _softmax(rng, n, k)
+    if kind == "rounded":
+        p = np.round(p, 3)
+    y = rng.choice(rng.choice(k, 40, replace=False), n)
+    counter = _counted(p, y, 64)
+    assert counter.cols is not None and len(counter.cols) == len(np.unique(y)) == counter.gt.shape[0]
+    scored = np.unique(y)
+    ref = np.mean([roc_auc_score(y == c, p[:, c]) for c in scored])
+    assert counter.value() == pytest.approx(ref, abs=1e-12)
+    per = counter.per_class()
+    assert np.isnan(np.delete(per, scored)).all()
+    np.testing.assert_allclose(per[scored], [roc_auc_score(y == c, p[:, c]) for c in scored], rtol=0, atol=1e-12)
