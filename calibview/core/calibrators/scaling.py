@@ -266,7 +266,7 @@ class _AffineSoftmax(Method):
                                         what=self.label, progress=main)
                 if not self.matrix and info["converged"] and info["nll"] >= _SEPARABLE_NLL:
                     theta, info["newton_steps"], (info["objective"], info["nll"], _) = polish(
-                        objective, theta, what=self.label, progress=main)
+                        objective, theta, info["value"], what=self.label, progress=main)
             a_par, b = objective.to_model(theta)
             if self.matrix:
                 a_par, b = canonical(a_par, b, self.penalty)

@@ -346,7 +346,8 @@ def _shard_nll_grad(split, a_par, b, m, s, feature, matrix: bool, rows: int) -> 
 
 def minimise(objective: Objective, theta: torch.Tensor, *, max_iter: int, rel_tol: float, what: str,
               progress=None) -> tuple[torch.Tensor, dict[str, Any]]:
-    """Full-batch L-BFGS to convergence; returns (parameters, info with objective, nll, iterations, converged).
+    """Full-batch L-BFGS to convergence; returns (parameters, info with objective, nll, iterations, converged and
+    the objective's (value, NLL, gradient) at the parameters).
 
     One L-BFGS iteration per ``step`` (its curvature history persists across steps); stops when three iterations
     in a row each lower the objective by less than ``rel_tol`` relatively (one such iteration is no proof: near
@@ -385,14 +386,15 @@ def minimise(objective: Objective, theta: torch.Tensor, *, max_iter: int, rel_to
             converged = True
             break
         f_prev = f
-    f, nll, _ = objective(theta) if not torch.equal(cache["theta"], theta) else cache["value"]
-    return theta, {"objective": f, "nll": nll, "iterations": it, "converged": converged}
+    value = objective(theta) if not torch.equal(cache["theta"], theta) else cache["value"]
+    return theta, {"objective": value[0], "nll": value[1], "iterations": it, "converged": converged,
+                   "value": value}
 
 
-def polish(objective: Objective, theta: torch.Tensor, *, max_steps: int = 4, max_cg: int = 25,
+def polish(objective: Objective, theta: torch.Tensor, value: tuple, *, max_steps: int = 4, max_cg: int = 25,
            g_tol: float = 1e-14, what: str = "", progress=None) -> tuple[torch.Tensor, int, tuple]:
-    """VS: Newton steps from L-BFGS's end point (theta (2K,)); returns (theta, Newton steps taken, the objective's
-    (value, NLL, gradient) there).
+    """VS: Newton steps from L-BFGS's end point (theta (2K,), where the objective is ``value``, (value, NLL,
+    gradient), as :func:`minimise` returns it); returns (theta, Newton steps taken, the objective's value there).
 
     Why: L-BFGS's line search compares objective values, which cannot resolve parameters closer than about
     sqrt(machine epsilon) in flat directions (a class with few rows has a small curvature), so two fits whose sums
@@ -401,7 +403,7 @@ def polish(objective: Objective, theta: torch.Tensor, *, max_steps: int = 4, max
     per-class 2 x 2 blocks of H (:meth:`Objective.curvature`), with H v from a forward difference of the exact
     gradient (one pass each). A step is kept only if it lowers the largest gradient entry; the steps stop once it
     is below ``g_tol``."""
-    last = objective(theta)
+    last = value
     g, steps = last[2], 0
     for _ in range(max_steps):
         g_max = float(g.abs().max())

@@ -246,8 +246,7 @@ def _pass(job, split, calibrators, fitted, scores, lam, kreg, u, cancel, *, cali
                 edges = np.linspace(0, p.shape[0], workers + 1).astype(int)
                 parts = [(start + a, p[a:b]) for a, b in zip(edges[:-1], edges[1:]) if b > a]
                 args = (c, labels, scores, lam, kreg, u, out, calibration, qhats, alphas, mondrian, groups)
-                for done in pool.map(lambda part: _rows(*part, *args), parts):
-                    pass                    # (the parts write their own rows of ``out``; this re-raises)
+                list(pool.map(lambda part: _rows(*part, *args), parts))      # each writes its rows; re-raises
     return labels, out
 
 
@@ -267,7 +266,7 @@ def _rows(start, p, c, labels, scores, lam, kreg, u, out, calibration, qhats, al
             out[(c, s)][rows] = cf.true_scores(p, labels[rows], s, lam=lam, kreg=kreg, u=uu, ranked=ranked)
             continue
         sc = (None if base is None or s == "lac" else base if s == "aps" else
-              cf.add_raps_penalty(ranked, base.copy() if "aps" in scores or uu is None else base, lam, kreg))
+              cf.add_raps_penalty(ranked, base.copy(), lam, kreg))
         for a in alphas:
             q = qhats[(c, s, a)]
             kw = ({"qhat": q} if mondrian is None else {"class_qhat": q} if mondrian == BY_CLASS

@@ -204,10 +204,15 @@ def add_raps_penalty(r: Ranked, s: np.ndarray, lam: float = RAPS_LAMBDA, kreg: i
     group (each member has its group's last rank)."""
     t = r.tied
     base = s[t]                                 # a copy (fancy index): the tied rows before their penalty
-    s += float(lam) * np.maximum(0, np.arange(s.shape[1]) + 1 - int(kreg))
+    s += _penalty(np.arange(s.shape[1]), lam, kreg)
     if t.size:
-        s[t] = base + float(lam) * np.maximum(0, r.last[t] + 1 - int(kreg))
+        s[t] = base + _penalty(r.last[t], lam, kreg)
     return s
+
+
+def _penalty(last: np.ndarray, lam: float, kreg: int) -> np.ndarray:
+    """raps's penalty of entries whose tie group ends at 0-based rank ``last``: lam per rank past ``kreg``."""
+    return float(lam) * np.maximum(0, last + 1 - int(kreg))
 
 
 def class_scores(probs: np.ndarray, score: str, *, lam: float = RAPS_LAMBDA, kreg: int = RAPS_KREG,
@@ -260,7 +265,7 @@ def _label_scores(r: Ranked, at: np.ndarray, score: str, lam: float, kreg: int, 
         s *= np.asarray(u, dtype=np.float64)
         s += before
     if score == "raps":
-        s = s + float(lam) * np.maximum(0, last + 1 - int(kreg))
+        s = s + _penalty(last, lam, kreg)
     return s
 
 
