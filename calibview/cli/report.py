@@ -34,6 +34,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "diagrams with its 90 %% consistency band (consistency), or with its bootstrap band too "
                         "(bootstrap); the bands' resamples are --n-boot (200 with --n-boot 0), seeded by --seed. "
                         "curves.csv's corp columns and mcb_dsc.png come whatever this says")
+    p.add_argument("--corp-class", default=None, metavar="CLASS[,CLASS]",
+                   help="one-vs-rest CORP of these classes (indices or class names): corp_class.csv (the diagram's "
+                        "kernel curve and the PAV steps with their bands on its grid), corp_class_scores.csv (the "
+                        "one-vs-rest Brier score's MCB / DSC / UNC per calibrator) and corp_class_<class>.png (P(y = "
+                        "c) against p_c, the CORP steps drawn with their bands as --corp says, the consistency band "
+                        "without it); reads the evaluation split once per class above two classes")
     p.add_argument("--force", action="store_true",
                    help="write into a non-empty --out that holds no earlier report's manifest.json")
     add_lock_options(p)
@@ -95,6 +101,7 @@ def _evaluate_and_write(args, engine, folder, planned, audit, figure) -> int:
     from calibview.core.reports.corp import corp_sets
 
     corp = corp_sets(engine, evaluations)     # bandwidth-free: once per run and eval split, for every setting
+    by_class = class_parts(engine, first_settings(evaluations), args.corp_class) if args.corp_class else []
     with folder:                          # written into a staging folder, moved into --out when complete
         _, messages = write_report(evaluations, folder.dir, rows=member_rows(every, args.members), regression=reg,
                                    corp=corp)
@@ -109,6 +116,8 @@ def _evaluate_and_write(args, engine, folder, planned, audit, figure) -> int:
             write_diagrams(firsts, folder.dir, figure, engine, by=args.diagram_by,
                            corp=(corp, args.corp) if args.corp else None)
             write_mcb_dsc(firsts, corp, folder.dir, figure)
+        if by_class:
+            write_class_corp(by_class, folder.dir, figure, args.corp, draw=not args.no_diagram)
         if conformal:
             write_conformal(conformal, folder.dir, draw=not args.no_diagram)
         if reg and not args.no_diagram:
@@ -284,6 +293,10 @@ def write_diagrams(evaluations, out: Path, figure=None, engine=None, by=None, co
                 scored = engine.scored(ev.request)
                 panels = positive_class_panels(ev.results, {nm: sc.stats for nm, sc in scored.items()},
                                                layout=opts.layout)
+                if corp:                           # the positive class's own CORP steps (class 1)
+                    from calibview.core.reports.corp import corp_set
+                    pos = corp_set(engine, ev, bands=bool(ev.request.n_boot), positive=True)
+                    panels = with_corp(panels, dict(pos.curves), bootstrap=steps[1])
                 paths += render_figure(panels, out / name.replace("diagram", "diagram_positive", 1), opts,
                                        bandwidth=ev.request.bandwidth, kernel=ev.request.kernel, formats=formats)
             continue
@@ -291,6 +304,47 @@ def write_diagrams(evaluations, out: Path, figure=None, engine=None, by=None, co
                            title=title, terciles=(split_of, curves), corp=steps)
         paths.append(out / name)
     return paths
+
+
+def class_parts(engine, evaluations, text: str) -> list[tuple]:
+    """(evaluation, ClassForecasts, CorpSet) per evaluation and class of ``--corp-class`` (indices or names, comma
+    separated; refused in one sentence before anything is written), the bands where the evaluation has
+    resamples."""
+    from calibview.core.reports.corp_class import class_corp_set, class_forecasts, class_index
+
+    wanted = [t for t in str(text).split(",") if t.strip()]
+    if not wanted:
+        raise CalibviewError("--corp-class needs at least one class (an index or a class name).")
+    plan = [(ev, list(dict.fromkeys(class_index(ev.run, t) for t in wanted))) for ev in evaluations]
+    out = []
+    for ev, classes in plan:
+        for c in classes:
+            fc = class_forecasts(engine, ev, c)
+            out.append((ev, fc, class_corp_set(engine, ev, c, bands=bool(ev.request.n_boot), forecasts=fc)))
+    return out
+
+
+def write_class_corp(parts, out: Path, figure=None, mode=None, draw: bool = True) -> list[Path]:
+    """corp_class.csv, corp_class_scores.csv and (``draw``) one corp_class_<run>_<class>.png per evaluation and
+    class (corp_class_<class>.png for one run and split; at ``figure``'s options and formats): the one-vs-rest
+    diagram overlaid, with the CORP steps and their consistency band (``mode`` "bootstrap": the bootstrap band
+    too)."""
+    from calibview.core.io.safe_io import atomic_write
+    from calibview.core.reports.corp_class import class_tables
+
+    curves, scores = class_tables(parts)
+    paths = [out / "corp_class.csv", out / "corp_class_scores.csv"]
+    atomic_write(paths[0], curves)
+    atomic_write(paths[1], scores)
+    if not draw:
+        return paths
+    try:
+        from calibview.plot.corp.class_figure import render_class_diagrams
+    except ImportError as e:
+        logging.getLogger("calibview").warning(f"warning: no corp_class png ({e}); install PySide6 and pyqtgraph.")
+        return paths
+    opts, formats = figure if figure is not None else (None, ["png"])
+    return paths + render_class_diagrams(parts, out, opts, formats, bootstrap=mode == "bootstrap")
 
 
 def write_mcb_dsc(evaluations, corp, out: Path, figure=None) -> list[Path]:

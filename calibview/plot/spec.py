@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Optional, Sequence
 
 __all__ = ["CurveItem", "PanelSpec", "FigureOptions", "LAYOUTS", "split_panels", "calibrator_panels",
-           "with_terciles", "with_corp", "parse_length", "parse_formats"]
+           "with_terciles", "with_corp", "positive_class_panels", "class_panels", "parse_length", "parse_formats"]
 
 LAYOUTS = ("overlay", "grid")
 FORMATS = ("png", "svg", "pdf")
@@ -151,14 +151,24 @@ def positive_class_panels(results: Iterable, sample_stats, *, layout: str = "gri
     of class 1 over [0, 1], one panel per calibrator (the uncalibrated one faint in each) or overlaid.
     ``sample_stats``: calibrator name -> per-sample vectors (``Engine.scored(req)[name].stats``)."""
     from calibview.core.stats.positive_class import positive_class
-    items = [CurveItem(result=positive_class(r.name, r.label, sample_stats[r.name], r.metrics), label=r.label,
-                       color_key=r.name, k=0) for r in results if r.name in sample_stats]
+    diagrams = [positive_class(r.name, r.label, sample_stats[r.name], r.metrics) for r in results
+                if r.name in sample_stats]
+    return class_panels(diagrams, layout=layout, title="Positive class", class_name="1")
+
+
+def class_panels(diagrams: Sequence, *, layout: str = "grid", title: str = "",
+                 class_name: str = "c") -> list[PanelSpec]:
+    """The one-vs-rest diagram of a class: P(y = c) against the predicted probability p_c over [0, 1], one panel
+    per calibrator (the uncalibrated one faint in each) or overlaid (titled ``title``). ``diagrams``: drawable
+    results (core.stats.positive_class.PositiveClass: name, label, stats, metrics), one per calibrator."""
+    items = [CurveItem(result=d, label=d.label, color_key=d.name, k=0) for d in diagrams]
     panels = split_panels(items, panel_of=lambda it: it.color_key, layout=layout,
                           title_of=lambda key, its: its[0].label,
                           reference=lambda it: it.color_key == "none" and len(items) > 1)
-    if layout == "overlay" and panels:
-        panels[0] = replace(panels[0], title="Positive class")
-    return [replace(p, x_label="predicted P(y = 1)", y_label="P(y = 1) (kernel estimate)") for p in panels]
+    if layout == "overlay" and panels and title:
+        panels[0] = replace(panels[0], title=title)
+    return [replace(p, x_label=f"predicted P(y = {class_name})", y_label=f"P(y = {class_name}) (kernel estimate)")
+            for p in panels]
 
 
 _UNITS_IN = {"in": 1.0, "inch": 1.0, "cm": 1 / 2.54, "mm": 1 / 25.4, "pt": 1 / 72}

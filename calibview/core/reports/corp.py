@@ -28,11 +28,12 @@ CORP_COLUMNS = ("corp", "corp_cons_lo", "corp_cons_hi", "corp_lo", "corp_hi")
 COUNTERS: Counter = Counter()
 
 
-def corp_key(request, positive: bool = False):
+def corp_key(request, target=None):
     """What the CORP curves of ``request`` (an EvalRequest) depend on: the fits, the evaluation split, the bands'
-    resamples and seed, and whether they are of the positive class; not the bandwidth, kernel, bins or level."""
+    resamples and seed, and what they are of: ``target`` None the top label, else the class index of a
+    one-vs-rest curve (the positive class of a binary run is class 1); not the bandwidth, kernel, bins or level."""
     return (replace(request, bandwidth=defaults.BANDWIDTH, kernel=defaults.KERNEL, level=defaults.LEVEL,
-                    interval=defaults.INTERVAL, bins=defaults.BINS), bool(positive))
+                    interval=defaults.INTERVAL, bins=defaults.BINS), None if target is None else int(target))
 
 
 def resamples_of(request) -> int:
@@ -72,7 +73,7 @@ def corp_set(engine, evaluation, *, bands: bool = True, positive: bool = False,
                                     cancel=cancel)
         COUNTERS["curves"] += 1
         COUNTERS["bands"] += bool(bands)
-    return CorpSet(corp_key(req, positive), MappingProxyType(curves), bool(bands))
+    return CorpSet(corp_key(req, 1 if positive else None), MappingProxyType(curves), bool(bands))
 
 
 def corp_sets(engine, evaluations: Sequence, *, bands: Optional[bool] = None) -> dict:

@@ -1,4 +1,5 @@
-"""The positive-class diagram of a binary run: P(y = 1) against the predicted probability of class 1 over [0, 1].
+"""The positive-class diagram of a binary run: P(y = 1) against the predicted probability of class 1 over [0, 1];
+and its one-vs-rest generalisation to any class c of a run (:func:`class_diagram`): P(y = c) against p_c.
 
 The top-label diagram of a binary run lives on [0.5, 1] and folds both classes together; this one keeps them
 apart (an over-confident positive class and an under-confident negative class do not cancel). Same kernel
@@ -16,17 +17,19 @@ import numpy as np
 
 from calibview.core.stats import smoothing
 
-__all__ = ["PositiveClass", "positive_class"]
+__all__ = ["PositiveClass", "positive_class", "class_diagram"]
 
 
 @dataclass(frozen=True)
 class PositiveClass:
-    """Drawable like a ``CalibratorResult`` (name, label, metrics, stats) by gui.figure."""
+    """Drawable like a ``CalibratorResult`` (name, label, metrics, stats) by gui.figure; ``legend_text``, when
+    set, is the legend's numbers in place of the metrics' ECE."""
 
     name: str
     label: str
     stats: smoothing.BinnedStats
     metrics: Mapping = field(default_factory=dict)
+    legend_text: str = ""
 
 
 def positive_class(name: str, label: str, sample_stats, metrics: Mapping = None) -> PositiveClass:
@@ -39,3 +42,14 @@ def positive_class(name: str, label: str, sample_stats, metrics: Mapping = None)
     y1 = (np.asarray(sample_stats.labels) == 1).astype(np.float64)
     stats = smoothing.bin_stats(np.clip(p1, 0.0, 1.0), y1, np.asarray(sample_stats.brier, dtype=np.float64))
     return PositiveClass(name=name, label=label, stats=stats, metrics=dict(metrics or {}))
+
+
+def class_diagram(name: str, label: str, forecast: np.ndarray, outcome: np.ndarray,
+                  metrics: Mapping = None) -> PositiveClass:
+    """The one-vs-rest diagram of one class: (N,) forecasts p_c in [0, 1] against (N,) 0/1 outcomes 1[y = c],
+    the loss the Brier score of the two-class problem c against the rest, 2 (p_c - 1[y = c])^2 per sample (for
+    class 1 of a binary run: the positive-class diagram's, whose loss is the full-vector Brier score)."""
+    f = np.clip(np.asarray(forecast, dtype=np.float64), 0.0, 1.0)
+    a = np.asarray(outcome, dtype=np.float64)
+    return PositiveClass(name=name, label=label, stats=smoothing.bin_stats(f, a, 2.0 * (f - a) ** 2),
+                         metrics=dict(metrics or {}))
