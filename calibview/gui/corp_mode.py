@@ -1,5 +1,6 @@
 """The bandwidth-free CORP views of the window: the "CORP" toggle in the diagram's bar (its menu adds the
-bootstrap band; also View > CORP reliability curve, Ctrl+Shift+C) and the MCB-DSC tab of the metrics dock.
+bootstrap band; also View > CORP reliability curve, Ctrl+Shift+C), the MCB-DSC tab of the metrics dock and its
+Class CORP tab (one class's one-vs-rest diagram, gui.class_corp).
 
 The curves are computed on the worker thread (gui.model.corp: at once without bands, then with them), only while
 the toggle is on or the tab is shown; a bandwidth move never asks for them again (they have no bandwidth).
@@ -11,6 +12,7 @@ from __future__ import annotations
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from calibview.core.reports.corp import mcb_dsc_points
+from calibview.gui.class_corp import TIP as CLASS_TIP, ClassCorpTab
 from calibview.gui.model.corp import run_key
 from calibview.plot.corp.mcb_dsc import McbDscView
 
@@ -74,6 +76,9 @@ class CorpMode:
         tabs = window.table.tabs
         tabs.addTab(self.tab, "MCB-DSC")
         tabs.currentChanged.connect(lambda _i: s.corp.set_tab(tabs.currentWidget() is self.tab))
+        self.class_tab = ClassCorpTab(s)         # one class's one-vs-rest CORP, computed while shown
+        tabs.addTab(self.class_tab, "Class CORP")
+        tabs.setTabToolTip(tabs.indexOf(self.class_tab), CLASS_TIP)
         self.toggle.action.toggled.connect(lambda on: s.corp.set_on(on, self.toggle.bootstrap.isChecked()))
         self.toggle.bootstrap.toggled.connect(self._on_bootstrap_toggled)
         s.corp_changed.connect(self.update)
@@ -97,5 +102,6 @@ class CorpMode:
                             "MCB-DSC: top-label Brier" + (" of the compared runs" if self.session.compare_runs else ""))
 
     def set_theme(self, name: str) -> None:
-        """The tab's plot in theme ``name``."""
+        """The tabs' plots in theme ``name``."""
         self.tab.view.set_theme(name)
+        self.class_tab.set_theme(name)

@@ -9,6 +9,7 @@ queued connection (the worker runs on its own thread; the model is only ever tou
 from __future__ import annotations
 
 import logging
+import threading
 from typing import Optional
 
 from PySide6 import QtCore
@@ -55,12 +56,15 @@ class Session(QtCore.QObject):
     terciles_changed = QtCore.Signal(object)            # core.evaluation.members.terciles.TercileSplit or None
     regression_changed = QtCore.Signal(object)          # core.regression.evaluate.RegEvaluation or None
     corp_changed = QtCore.Signal()                      # the CORP curves (``corp``: gui.model.corp.CorpModel)
+    #: the one-vs-rest CORP of a class asked by ask_class_corp: ((ClassForecasts, CorpSet) or a sentence, final)
+    class_corp_changed = QtCore.Signal(object, bool)
 
     _request = QtCore.Signal(int, object, object)       # to the worker thread (queued)
     _decide = QtCore.Signal(int, object, object)        # to the worker thread (queued)
     _slice = QtCore.Signal(int, object, object, object)  # to the worker thread (queued)
     _split = QtCore.Signal(int, object, object, object)  # to the worker thread (queued)
     _corp = QtCore.Signal(int, object, bool, object)    # to the worker thread (queued)
+    _class_corp = QtCore.Signal(int, object, int, object)  # to the worker thread (queued)
 
     def __init__(self, parent: Optional[QtCore.QObject] = None) -> None:
         super().__init__(parent)
@@ -79,6 +83,9 @@ class Session(QtCore.QObject):
         self.corp = CorpModel(self.corp_changed.emit, self._corp.emit)
         self._corp.connect(self._worker.corp, queued)
         self._worker.corped.connect(self._on_worker_corped, queued)     # a Session slot: on the GUI thread
+        self._class_corp.connect(self._worker.class_corp, queued)
+        self._worker.class_corped.connect(self._on_worker_class_corped, queued)
+        self._class_ask: tuple[int, Optional[threading.Event]] = (0, None)
         self.evaluation_started.connect(lambda _g: self.corp.cancel())
         self.evaluation_changed.connect(lambda _ev: self.corp.evaluations_changed(self.model.evaluations))
         self._worker.progressed.connect(self._on_worker_progressed, queued)
@@ -226,6 +233,16 @@ class Session(QtCore.QObject):
         """Which evaluated split the Decisions view audits (None: the evaluation split)."""
         self.model.set_decisions_split(name)
 
+    def ask_class_corp(self, evaluation, cls: int) -> int:
+        """Compute the one-vs-rest CORP of class ``cls`` of ``evaluation`` on the worker; the answers come as
+        class_corp_changed (the latest ask wins: an earlier one is cancelled). Returns the ask's generation."""
+        generation, cancel = self._class_ask
+        if cancel is not None:
+            cancel.set()
+        self._class_ask = (generation + 1, threading.Event())
+        self._class_corp.emit(self._class_ask[0], evaluation, int(cls), self._class_ask[1])
+        return self._class_ask[0]
+
     def compare_candidates(self):
         """Every other open run and why it cannot be compared with the selected one (None: it may be)."""
         return self.model.document.compare_candidates()
@@ -237,6 +254,8 @@ class Session(QtCore.QObject):
         ``timeout_ms`` the join goes on (said once in the log): Qt aborts the process when a QThread is
         destroyed while its thread still runs, which is worse than a late close."""
         self.model.cancel_all()
+        if self._class_ask[1] is not None:
+            self._class_ask[1].set()
         self._thread.quit()
         if self._thread.wait(timeout_ms):
             return
@@ -269,6 +288,10 @@ class Session(QtCore.QObject):
 
     def _on_worker_corped(self, generation: int, result, final: bool) -> None:
         self.corp.answered(generation, result, final)
+
+    def _on_worker_class_corped(self, generation: int, result, final: bool) -> None:
+        if generation == self._class_ask[0]:
+            self.class_corp_changed.emit(result, final)
 
     def _on_worker_split(self, generation: int, result) -> None:
         self.model.terciles_answered(generation, result)

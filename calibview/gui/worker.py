@@ -48,6 +48,9 @@ class EvaluationWorker(QtCore.QObject):
     #: the CORP curves of the shown evaluations ((run file, run name, eval split) -> core.reports.corp.CorpSet),
     #: first without bands (final False), then with them (final True); or a one-sentence message
     corped = QtCore.Signal(int, object, bool)        # corp generation, dict or str, final
+    #: the one-vs-rest CORP of a chosen class ((ClassForecasts, CorpSet) of core.reports.corp_class), first
+    #: without bands (final False), then with them (final True); or a one-sentence message
+    class_corped = QtCore.Signal(int, object, bool)  # class generation, tuple or str, final
 
     #: Progress is forwarded at most this often (seconds): the GUI needs ~20 updates a second, not thousands.
     progress_interval = 0.05
@@ -149,6 +152,24 @@ class EvaluationWorker(QtCore.QObject):
                          lambda: sets(False))
         self._answer(SimpleNamespace(emit=lambda g, r: self.corped.emit(g, r, True)), generation, cancel,
                      lambda: sets(bands))
+
+    @QtCore.Slot(int, object, int, object)
+    def class_corp(self, generation: int, evaluation, cls: int, cancel: threading.Event) -> None:
+        """The one-vs-rest CORP curves of class ``cls`` of ``evaluation``: its probabilities (one read of the
+        evaluation split above two classes, cached), the curves at once, then with their bands."""
+        from calibview.core.reports.corp_class import class_corp_set, class_forecasts
+
+        held: dict = {}
+
+        def curves(bands: bool) -> tuple:
+            if "fc" not in held:
+                held["fc"] = class_forecasts(self.engine, evaluation, cls, cancel=cancel)
+            fc = held["fc"]
+            return fc, class_corp_set(self.engine, evaluation, cls, bands=bands, cancel=cancel, forecasts=fc)
+
+        for final in (False, True):
+            self._answer(SimpleNamespace(emit=lambda g, r, f=final: self.class_corped.emit(g, r, f)), generation,
+                         cancel, lambda f=final: curves(f))
 
     def _answer(self, signal, generation: int, cancel: threading.Event, work) -> None:
         """``signal.emit(generation, work())``, or the error's sentence in its place; nothing when cancelled."""

@@ -76,3 +76,37 @@ def test_the_mcb_dsc_tab_shows_the_curves_decomposition(qtbot, window):
         d = cs.of(p["calibrator"]).decomposition
         assert p["mcb"] == pytest.approx(d["mcb"], abs=1e-12) and p["dsc"] == pytest.approx(d["dsc"], abs=1e-12)
         assert p["score"] == pytest.approx(d["score"], abs=1e-12)
+
+
+def test_the_class_corp_tab_draws_one_class_and_a_bandwidth_move_asks_nothing(qtbot, window, tmp_path, demo_file):
+    import h5py
+    from scipy.special import softmax
+
+    from calibview.core.reports import corp_class as cc
+
+    tab = window.corp.class_tab
+    window.table.tabs.setCurrentWidget(tab)
+    qtbot.waitUntil(lambda: tab.result is not None and tab.result[1].bands, timeout=WAIT_MS)
+    ev = window.session.evaluation
+    fc, cs = tab.result
+    assert fc.cls == 0 and set(cs.curves) == {r.name for r in ev.results}
+    with h5py.File(demo_file, "r") as f:
+        z = f[f"{ev.run.name}/{ev.request.eval_split}/logits"][()].astype(np.float64)
+    np.testing.assert_allclose(fc.forecasts["none"], softmax(z, axis=1)[:, 0], rtol=0, atol=1e-12)
+    drawn = [s for _, s in tab.view.all_series()]
+    assert {s.item.color_key for s in drawn if s.corp_items is not None and s.corp_items.has_band} == set(cs.curves)
+    passes, asked = cc.COUNTERS["passes"], tab.asked
+    for h in (0.02, 0.1):
+        window.session.set_bandwidth(h)
+        qtbot.wait(20)
+    assert cc.COUNTERS["passes"] == passes and tab.asked == asked and tab.view.bandwidth[0] == 0.1
+    tab.set_class(3)
+    qtbot.waitUntil(lambda: tab.result[0].cls == 3 and tab.result[1].bands, timeout=WAIT_MS)
+    assert cc.COUNTERS["passes"] == passes + 1          # one read of the split for the new class
+    tab.set_class(0)
+    qtbot.waitUntil(lambda: tab.result[0].cls == 0 and tab.result[1].bands, timeout=WAIT_MS)
+    assert cc.COUNTERS["passes"] == passes + 1          # the first class's probabilities are cached
+    tab.bootstrap.setChecked(True)
+    assert any(s.corp_items is not None and s.corp_items.bootstrap for _, s in tab.view.all_series())
+    paths = tab.export_figure(tmp_path / "class.pdf", formats=["pdf"])
+    assert paths[0].stat().st_size > 1000

@@ -8,7 +8,6 @@ import dataclasses
 from pathlib import Path
 from typing import Optional, Sequence
 
-from calibview.core.reports import units
 from calibview.core.reports.corp_class import class_diagrams
 from calibview.core.reports.names import unique_names
 from calibview.plot.spec import FigureOptions, PanelSpec, class_panels, with_corp
@@ -31,11 +30,12 @@ def class_figure_panels(evaluation, forecasts, curves, *, bootstrap: bool = Fals
 
 
 def _numbers(curve) -> str:
-    """The legend's numbers of a calibrator: its one-vs-rest Brier score's MCB and DSC (×100), or nothing."""
+    """The legend's numbers of a calibrator: its one-vs-rest Brier score's MCB and DSC ×100, to three significant
+    digits (a class's share of the Brier score is about 1/K of it: two decimals would read alike), or nothing."""
     if curve is None:
         return ""
     d = curve.decomposition
-    return " · ".join(units.caption(k, d[v]) for k, v in (("corp_mcb", "mcb"), ("corp_dsc", "dsc")))
+    return f"MCB×100 {100 * d['mcb']:.3g} · DSC×100 {100 * d['dsc']:.3g}"
 
 
 def render_class_diagrams(parts: Sequence[tuple], out: Path, options: Optional[FigureOptions] = None,
