@@ -133,8 +133,8 @@ class ClassCorpTab(QtWidgets.QWidget):
             self.note.setText(result)
             return
         fc, cs = result
-        if self._want is None or fc.cls != self._want[1]:
-            return
+        if self._want is None or self._sent != self._want or fc.cls != self._want[1]:
+            return                     # an answer for an evaluation or class no longer shown
         self.result = (fc, cs)
         self.note.setText(f"{int(fc.outcome.sum()):,} of {fc.outcome.size:,} samples are class {fc.name}"
                           + ("" if final else " · bands coming"))

@@ -86,6 +86,8 @@ class Session(QtCore.QObject):
         self._class_corp.connect(self._worker.class_corp, queued)
         self._worker.class_corped.connect(self._on_worker_class_corped, queued)
         self._class_ask: tuple[int, Optional[threading.Event]] = (0, None)
+        # a new evaluation stops the class read of the old one (the tab asks again for the new one)
+        self.evaluation_started.connect(lambda _g: self._class_ask[1] is not None and self._class_ask[1].set())
         self.evaluation_started.connect(lambda _g: self.corp.cancel())
         self.evaluation_changed.connect(lambda _ev: self.corp.evaluations_changed(self.model.evaluations))
         self._worker.progressed.connect(self._on_worker_progressed, queued)

@@ -110,3 +110,17 @@ def test_the_class_corp_tab_draws_one_class_and_a_bandwidth_move_asks_nothing(qt
     assert any(s.corp_items is not None and s.corp_items.bootstrap for _, s in tab.view.all_series())
     paths = tab.export_figure(tmp_path / "class.pdf", formats=["pdf"])
     assert paths[0].stat().st_size > 1000
+
+
+def test_the_class_corp_tab_follows_a_new_run(qtbot, window, demo_file):
+    tab = window.corp.class_tab
+    window.table.tabs.setCurrentWidget(tab)
+    qtbot.waitUntil(lambda: tab.result is not None and tab.result[1].bands, timeout=WAIT_MS)
+    window.session.select_run(str(demo_file), "resnet110-brier/cifar100")
+    qtbot.waitUntil(lambda: window.session.evaluation is not None and window.session.evaluation.k == 100
+                    and not window.session.evaluation.pending, timeout=WAIT_MS)
+    assert tab.classes.count() == 100 and tab.classes.currentText() == "0: apple"
+    qtbot.waitUntil(lambda: tab.result is not None and tab.result[1].bands, timeout=WAIT_MS)
+    fc, cs = tab.result
+    assert fc.outcome.size == window.session.evaluation.n_eval and fc.name == "apple"
+    assert set(cs.curves) == {r.name for r in window.session.evaluation.results}
