@@ -47,6 +47,7 @@ def test_counter_against_sklearn_and_pairs(kind, table, monkeypatch):
         monkeypatch.setattr(au, "PAD_ENTRIES", 200)          # several batches of classes
     else:                                                    # 64: a handful of buckets, many positives in each
         monkeypatch.setattr(au, "TABLE_ENTRIES", table)
+        monkeypatch.setattr(au, "WIDE_TABLE_ENTRIES", table)
         monkeypatch.setattr(au, "SEARCH_ABOVE", 1e-12)
     rng = np.random.default_rng(hash((kind, table)) % 2**32)
     n, k = 700, 9
@@ -63,6 +64,31 @@ def test_counter_against_sklearn_and_pairs(kind, table, monkeypatch):
     ref = np.mean([roc_auc_score(y == c, p[:, c]) for c in range(k)])
     assert counter.value() == pytest.approx(ref, abs=1e-12)
     assert counter.value() == pytest.approx(_brute(p, y), abs=1e-12)
+
+
+@pytest.mark.parametrize("kind", ["continuous", "rounded", "zeros"])
+def test_many_positives_widen_the_table_instead_of_searching(kind, monkeypatch):
+    """Positives too many for the cache-sized table: the table grows (up to WIDE_TABLE_ENTRIES) rather than
+    falling back to binary searches, with the same counts as scikit-learn; beyond the widest table, searches."""
+    monkeypatch.setattr(au, "TABLE_ENTRIES", 256)            # 28 buckets per class: far too few for 2,000 positives
+    monkeypatch.setattr(au, "WIDE_TABLE_ENTRIES", 1 << 17)
+    rng = np.random.default_rng(21)
+    n, k = 2000, 9
+    p = _softmax(rng, n, k)
+    if kind == "rounded":
+        p = np.round(p, 3)
+    elif kind == "zeros":
+        p = np.where(p < 0.05, 0.0, p)
+    y = rng.integers(0, k, n)
+    counter = _counted(p, y, 131)
+    assert counter.batches is None and counter.nb > 256 // k and counter.table.size <= 1 << 17
+    ref = np.mean([roc_auc_score(y == c, p[:, c]) for c in range(k)])
+    assert counter.value() == pytest.approx(ref, abs=1e-12)
+    monkeypatch.setattr(au, "WIDE_TABLE_ENTRIES", 256)       # no room to widen: the binary searches
+    searched = _counted(p, y, 131)
+    assert searched.batches is not None
+    np.testing.assert_array_equal(searched.gt, counter.gt)
+    np.testing.assert_array_equal(searched.eq, counter.eq)
 
 
 def test_one_positive_no_positive_and_binary(monkeypatch):
