@@ -308,19 +308,28 @@ def write_diagrams(evaluations, out: Path, figure=None, engine=None, by=None, co
 
 def class_parts(engine, evaluations, text: str) -> list[tuple]:
     """(evaluation, ClassForecasts, CorpSet) per evaluation and class of ``--corp-class`` (indices or names, comma
-    separated; refused in one sentence before anything is written), the bands where the evaluation has
-    resamples."""
+    separated), the bands where the evaluation has resamples. A run without such a class (another dataset's
+    runs in the same file) or without class probabilities (a top-label run) is left out with a note; when no run
+    has one, the sentence saying why is the error, before anything is written."""
     from calibview.core.reports.corp_class import class_corp_set, class_forecasts, class_index
 
     wanted = [t for t in str(text).split(",") if t.strip()]
     if not wanted:
         raise CalibviewError("--corp-class needs at least one class (an index or a class name).")
-    plan = [(ev, list(dict.fromkeys(class_index(ev.run, t) for t in wanted))) for ev in evaluations]
-    out = []
-    for ev, classes in plan:
-        for c in classes:
-            fc = class_forecasts(engine, ev, c)
-            out.append((ev, fc, class_corp_set(engine, ev, c, bands=bool(ev.request.n_boot), forecasts=fc)))
+    out, refused = [], []
+    for ev in evaluations:
+        try:
+            classes = list(dict.fromkeys(class_index(ev.run, t) for t in wanted))
+            parts = [(ev, class_forecasts(engine, ev, c)) for c in classes]
+        except CalibviewError as e:
+            refused.append(str(e))
+            continue
+        out += [(ev, fc, class_corp_set(engine, ev, fc.cls, bands=bool(ev.request.n_boot), forecasts=fc))
+                for ev, fc in parts]
+    if not out and refused:
+        raise CalibviewError(refused[0])
+    for sentence in refused:
+        logging.getLogger("calibview").warning(f"note: --corp-class left a run out: {sentence}")
     return out
 
 

@@ -67,3 +67,15 @@ def test_report_refuses_an_unknown_class_in_one_sentence_and_writes_nothing(demo
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no class 'unicorn'" in err[0] and "airplane" in err[0]
     assert not out.exists() or not any(out.iterdir())
+
+
+def test_report_corp_class_leaves_out_the_runs_without_that_class_with_a_note(demo_file, tmp_path, capsys):
+    out = tmp_path / "rep"
+    rc = main(["report", str(demo_file), "--calibrators", "none", "--n-boot", "0", "--out", str(out),
+               "--corp-class", "bear", "--no-diagram"])
+    assert rc == 0
+    with open(out / "corp_class_scores.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert {(r["model"], r["dataset"], r["class_name"]) for r in rows} == {("resnet110-brier", "cifar100", "bear")}
+    err = capsys.readouterr().err
+    assert "--corp-class left a run out" in err and "resnet110-brier/cifar10 has no class 'bear'" in err
