@@ -84,14 +84,14 @@ class ClassCorpTab(QtWidgets.QWidget):
         self.classes.setCurrentIndex(max(0, self.classes.findData(int(cls))))
 
     def _on_evaluation(self, ev) -> None:
-        ready = (ev is not None and not ev.pending and getattr(ev, "k", 0) >= 2 and hasattr(ev.run, "class_names")
-                 and not is_toplabel(ev.run))
-        run = (ev.run.file, ev.run.name, ev.k) if ready else None
-        if run != self._run:
+        usable = (ev is not None and getattr(ev, "k", 0) >= 2 and hasattr(ev.run, "class_names")
+                  and not is_toplabel(ev.run))
+        run = (ev.run.file, ev.run.name, ev.k) if usable else None
+        if run != self._run:             # another run: its classes (a re-evaluation keeps the chosen class)
             self._run = run
             self.classes.blockSignals(True)
             self.classes.clear()
-            if ready:
+            if usable:
                 names = ev.run.class_names or [str(c) for c in range(ev.k)]
                 for c, name in enumerate(names):
                     self.classes.addItem(f"{c}: {name}" if str(name) != str(c) else str(c), c)
@@ -99,7 +99,7 @@ class ClassCorpTab(QtWidgets.QWidget):
             self.classes.blockSignals(False)
         self.result = None
         self.view.set_panels([])
-        self.note.setText("" if ready else
+        self.note.setText("" if usable else
                           "A top-label run has no class probabilities." if ev is not None and is_toplabel(ev.run)
                           else "Evaluate a run of class probabilities to see one class's reliability.")
         self._ask()

@@ -124,3 +124,19 @@ def test_the_class_corp_tab_follows_a_new_run(qtbot, window, demo_file):
     fc, cs = tab.result
     assert fc.outcome.size == window.session.evaluation.n_eval and fc.name == "apple"
     assert set(cs.curves) == {r.name for r in window.session.evaluation.results}
+
+
+def test_the_chosen_class_survives_a_re_evaluation(qtbot, window):
+    tab = window.corp.class_tab
+    window.table.tabs.setCurrentWidget(tab)
+    tab.set_class(4)
+    qtbot.waitUntil(lambda: tab.result is not None and tab.result[0].cls == 4 and tab.result[1].bands,
+                    timeout=WAIT_MS)
+    window.session.set_calibrators(["none", "ts", "hb"])
+    window.session.evaluate()
+    qtbot.waitUntil(lambda: {r.name for r in window.session.evaluation.results} == {"none", "ts", "hb"}
+                    and not window.session.evaluation.pending, timeout=WAIT_MS)
+    assert tab.current_class() == 4
+    qtbot.waitUntil(lambda: tab.result is not None and set(tab.result[1].curves) == {"none", "ts", "hb"},
+                    timeout=WAIT_MS)
+    assert tab.result[0].cls == 4
