@@ -140,18 +140,13 @@ class ClassCorpTab(QtWidgets.QWidget):
                           + ("" if final else " · bands coming"))
         self._draw()
 
-    def _panels(self, bootstrap: Optional[bool] = None):
-        fc, cs = self.result
-        ev = self._want[0]
-        return class_figure_panels(ev, fc, cs.curves, bootstrap=self.bootstrap.isChecked() if bootstrap is None
-                                   else bootstrap)
-
     def _draw(self) -> None:
         if self.result is None or self._want is None:
             return
+        fc, cs = self.result
         s = self.session
         self.view.set_bandwidth(s.bandwidth, s.kernel)
-        self.view.set_panels(self._panels())
+        self.view.set_panels(class_figure_panels(self._want[0], fc, cs.curves, bootstrap=self.bootstrap.isChecked()))
 
     def set_theme(self, name: str) -> None:
         """The light or dark theme of the figure."""
@@ -164,7 +159,7 @@ class ClassCorpTab(QtWidgets.QWidget):
 
     @property
     def title(self) -> str:
-        """The exported figure's title: the panel's (run, split, class)."""
+        """The export dialog's figure title: none, since the panel's own title names the run, split and class."""
         return ""
 
     def open_export_dialog(self) -> None:
