@@ -70,3 +70,14 @@ def test_a_first_start_on_a_laptop_gives_the_diagram_more_height_than_the_table(
     qtbot.waitUntil(lambda: not w.session.busy and w.session.evaluation is not None, timeout=WAIT_MS)
     qtbot.wait(100)
     assert w.canvas.height() > 1.2 * w.table_dock.height()
+
+
+def test_the_browser_keeps_k_and_the_splits_in_view(window):
+    """The names column takes what is left: a long regression run's name no longer pushes K out of the dock."""
+    tree = window.browser.tree
+    header = tree.header()
+    right = header.sectionPosition(2) + header.sectionSize(2)
+    assert right <= tree.viewport().width() + 1
+    item = tree.findItems("cifar100", QtCore.Qt.MatchExactly | QtCore.Qt.MatchRecursive, 0)[0]
+    assert item.text(1) == "100"
+    assert header.sectionSize(1) >= tree.fontMetrics().horizontalAdvance("100")

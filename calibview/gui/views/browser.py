@@ -27,6 +27,14 @@ class Browser(QtWidgets.QWidget):
         # the sizes live in each run's tooltip: "val (5,000), test (10,000)" never fitted a laptop's dock
         self.tree.headerItem().setToolTip(2, "The run's splits; hover a run for each split's N")
         self.tree.setUniformRowHeights(True)
+        # K and the splits always in view: the names take what is left and are elided (their tooltips are whole);
+        # sized to the longest name, a regression run's "diabetes · regression · quantiles (Q=19)" pushed K past a
+        # laptop's dock, where CIFAR-100's "100" read "10"
+        header = self.tree.header()
+        header.setStretchLastSection(False)
+        header.setSectionResizeMode(0, QtWidgets.QHeaderView.ResizeMode.Stretch)
+        for col in (1, 2):
+            header.setSectionResizeMode(col, QtWidgets.QHeaderView.ResizeMode.ResizeToContents)
         self.tree.setAlternatingRowColors(True)
         self.tree.itemSelectionChanged.connect(self._on_tree_selection_changed)
         self.tree.setContextMenuPolicy(QtCore.Qt.CustomContextMenu)
@@ -87,8 +95,6 @@ class Browser(QtWidgets.QWidget):
             top.setExpanded(True)
             for parent in models.values():
                 parent.setExpanded(True)
-        for col in range(3):
-            self.tree.resizeColumnToContents(col)
         self._updating = False
         self._on_session_selection_changed()
 
