@@ -34,7 +34,7 @@ from calibview.core.reports.tables import table_csv
 from calibview.core.stats import smoothing
 from calibview.core.stats.corp.curves import corp_curve
 from calibview.core.stats.metrics import chunk_rows
-from calibview.core.stats.positive_class import PositiveClass, class_diagram
+from calibview.core.stats.positive_class import PositiveClass, binary_forecast, class_diagram
 
 __all__ = ["ClassForecasts", "class_index", "class_label", "class_forecasts", "class_corp_set", "class_diagrams",
            "class_tables", "CLASS_CURVE_COLUMNS", "CLASS_SCORE_COLUMNS", "COUNTERS"]
@@ -94,13 +94,9 @@ def class_forecasts(engine, evaluation, cls: int, *, cancel: Optional[threading.
     names = [r.name for r in evaluation.results]
     if k == 2:
         scored = engine.scored(req, cancel=cancel)
-        out = {}
-        for nm in names:
-            st = scored[nm].stats
-            conf = np.asarray(st.conf, dtype=np.float64)
-            out[nm] = np.clip(np.where(np.asarray(st.pred) == cls, conf, 1.0 - conf), 0.0, 1.0)
-        y = np.asarray(scored[names[0]].stats.labels) == cls
-        return ClassForecasts(cls, class_label(info, cls), y.astype(np.float64), MappingProxyType(out))
+        out = {nm: binary_forecast(scored[nm].stats, cls)[0] for nm in names}
+        y = binary_forecast(scored[names[0]].stats, cls)[1]
+        return ClassForecasts(cls, class_label(info, cls), y, MappingProxyType(out))
     job = Job(engine.cache, req, settings_of(req), None, cancel)
     keys = {nm: ("class",) + job.score_key(nm)[1:] + (cls,) for nm in names}
     have = {nm: engine.cache.get(keys[nm]) for nm in names}

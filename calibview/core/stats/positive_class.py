@@ -17,7 +17,7 @@ import numpy as np
 
 from calibview.core.stats import smoothing
 
-__all__ = ["PositiveClass", "positive_class", "class_diagram"]
+__all__ = ["PositiveClass", "binary_forecast", "positive_class", "class_diagram"]
 
 
 @dataclass(frozen=True)
@@ -32,15 +32,22 @@ class PositiveClass:
     legend_text: str = ""
 
 
+def binary_forecast(sample_stats, cls: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """((N,), (N,)) float64: the predicted probability of class ``cls`` (0 or 1) of a binary run, in [0, 1], and
+    the 0/1 outcome 1[y = cls], from its top-label per-sample vectors (``conf``, ``pred``, ``labels`` of a
+    core.stats.metrics.SampleStats). With two classes p_cls is the confidence where the arg-max is ``cls`` and
+    its complement elsewhere, so no class probabilities need to be kept."""
+    conf = np.asarray(sample_stats.conf, dtype=np.float64)
+    p = np.where(np.asarray(sample_stats.pred) == cls, conf, 1.0 - conf)
+    return np.clip(p, 0.0, 1.0), (np.asarray(sample_stats.labels) == cls).astype(np.float64)
+
+
 def positive_class(name: str, label: str, sample_stats, metrics: Mapping = None) -> PositiveClass:
     """From a calibrator's per-sample vectors on a binary evaluation split (``Engine.scored(...)[name].stats``)."""
     if int(sample_stats.k) != 2:
         raise ValueError(f"the positive-class diagram needs a binary run, this one has K = {sample_stats.k}")
-    conf = np.asarray(sample_stats.conf, dtype=np.float64)
-    pred = np.asarray(sample_stats.pred)
-    p1 = np.where(pred == 1, conf, 1.0 - conf)
-    y1 = (np.asarray(sample_stats.labels) == 1).astype(np.float64)
-    stats = smoothing.bin_stats(np.clip(p1, 0.0, 1.0), y1, np.asarray(sample_stats.brier, dtype=np.float64))
+    p1, y1 = binary_forecast(sample_stats, 1)
+    stats = smoothing.bin_stats(p1, y1, np.asarray(sample_stats.brier, dtype=np.float64))
     return PositiveClass(name=name, label=label, stats=stats, metrics=dict(metrics or {}))
 
 

@@ -17,6 +17,7 @@ import numpy as np
 from calibview.core.errors import Cancelled
 from calibview.core.stats.corp.decomposition import decompose
 from calibview.core.stats.corp.reliability import bootstrap_band, consistency_band, reliability
+from calibview.core.stats.positive_class import binary_forecast
 
 #: the bands' resamples when the request has none (n_boot 0): the bands are drawn, at a coarser resolution
 DEFAULT_RESAMPLES = 200
@@ -73,11 +74,10 @@ def forecast_outcome(sample_stats, positive: bool = False) -> tuple[np.ndarray, 
     """((N,), (N,)) float64 forecast and 0/1 outcome of per-sample vectors (core.stats.metrics.SampleStats):
     the top-label confidence and whether the arg-max is right, or (``positive``, a binary run) the predicted
     probability of class 1 and whether the label is 1."""
-    conf = np.asarray(sample_stats.conf, dtype=np.float64)
-    if not positive:
-        return conf, np.asarray(sample_stats.correct, dtype=np.float64)
-    p1 = np.where(np.asarray(sample_stats.pred) == 1, conf, 1.0 - conf)
-    return np.clip(p1, 0.0, 1.0), (np.asarray(sample_stats.labels) == 1).astype(np.float64)
+    if positive:
+        return binary_forecast(sample_stats, 1)
+    return (np.asarray(sample_stats.conf, dtype=np.float64),
+            np.asarray(sample_stats.correct, dtype=np.float64))
 
 
 def corp_curve(forecast: np.ndarray, outcome: np.ndarray, grid: np.ndarray, *, bands: bool = True,
