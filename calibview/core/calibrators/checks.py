@@ -38,6 +38,9 @@ def zero_rows(scores) -> int:
         if stream.is_sharded(scores):       # counted where each shard is
             return sum(scores.map_shards(zero_rows))
         return sum(int(torch.isneginf(z).any(dim=1).sum()) for _, z, _ in scores.chunks())
+    low = float(scores.amin()) if scores.numel() else 0.0
+    if low > float("-inf"):     # one vectorised reduction; the row scan below cost 0.1 s per fit at 50,000 x 100
+        return 0                # (a NaN minimum, which compares False, falls through to the scan)
     rows = chunk_rows(int(scores.shape[1]))         # no (N, K) temporary: large-K splits fill the memory
     return sum(int(torch.isneginf(scores[s:s + rows]).any(dim=1).sum()) for s in range(0, scores.shape[0], rows))
 

@@ -221,3 +221,19 @@ def test_keep_argmax_touches_only_rows_that_rounding_tied():
     assert torch.equal(kept.argmax(1), z.argmax(1))
     assert torch.equal(kept[1], before_row1)
     assert kept[0, 0] == torch.nextafter(kept[0, 1], torch.tensor(-math.inf, dtype=torch.float64))
+
+
+def test_zero_rows_counts_rows_by_brute_force_across_chunks():
+    """The count of rows with a -inf (an exact-zero probability) against a loop over the rows, on a split longer
+    than one chunk of the scan; a NaN elsewhere (its minimum compares False) must not hide them; none in logits."""
+    rng = np.random.default_rng(3)
+    n, k = 3 * checks.chunk_rows(7) + 5, 7
+    lp = rng.standard_normal((n, k))
+    assert checks.zero_rows(torch.from_numpy(lp)) == 0
+    at = rng.integers(0, n, 40), rng.integers(0, k, 40)
+    lp[at] = -np.inf
+    lp[n - 1, 0] = np.nan
+    expected = sum(1 for row in lp if np.isneginf(row).any())
+    assert expected > 30
+    assert checks.zero_rows(torch.from_numpy(lp)) == expected
+    assert checks.zero_rows(torch.empty((0, k), dtype=torch.float64)) == 0
