@@ -143,3 +143,26 @@ def test_more_classes_than_positives_counts_only_the_scored_columns(kind, table,
     per = counter.per_class()
     assert np.isnan(np.delete(per, scored)).all()
     np.testing.assert_allclose(per[scored], [roc_auc_score(y == c, p[:, c]) for c in scored], rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("entries, searched", [(16_000, False), (6_000, True)])
+def test_table_or_search_by_buckets_per_positive(entries, searched, monkeypatch):
+    """The widest table is used down to SEARCH_ABOVE (4) buckets per positive, with the counts of the searches and
+    of scikit-learn: 2,000 positives in 9 classes, a table of 16,000 or 6,000 entries at most (its buckets are
+    powers of two of float32 bit patterns, so it gets about 7.8 or 2 buckets per positive)."""
+    monkeypatch.setattr(au, "TABLE_ENTRIES", 256)
+    monkeypatch.setattr(au, "WIDE_TABLE_ENTRIES", entries)
+    rng = np.random.default_rng(8)
+    n, k = 2000, 9
+    p = _softmax(rng, n, k)
+    y = rng.integers(0, k, n)
+    counter = _counted(p, y, 173)
+    assert (counter.nb * k / n < au.SEARCH_ABOVE) == searched
+    assert (counter.batches is not None) == searched
+    ref = np.mean([roc_auc_score(y == c, p[:, c]) for c in range(k)])
+    assert counter.value() == pytest.approx(ref, abs=1e-12)
+    monkeypatch.setattr(au, "SEARCH_ABOVE", 1e12)
+    other = _counted(p, y, 173)
+    assert other.batches is not None
+    np.testing.assert_array_equal(other.gt, counter.gt)
+    np.testing.assert_array_equal(other.eq, counter.eq)
