@@ -51,9 +51,8 @@ def _rowdot(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return (a * b).sum(1)
 
 
-def _node(u: torch.Tensor, y: torch.Tensor, beta: float, brier: bool = True
-          ) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
-    """((rows, 5) NLL f, f', ..., f'''' and (rows, 4) Brier b, ..., b''' or None) at ``beta`` of (rows, K)
+def _node(u: torch.Tensor, y: torch.Tensor, beta: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """((rows, 5) NLL f, f', ..., f'''' and (rows, 4) Brier b, ..., b''') at ``beta`` of (rows, K)
     float64 log-probabilities ``u`` clamped at _FLOOR, labels ``y``. Raw moments of ``u - max_k u`` (<= 0), so
     that a confident row's moments are small numbers and the cumulants lose nothing to cancellation. The moments
     are summed over the unnormalised weights exp(beta v) and divided by their row sum z afterwards (a division
@@ -72,8 +71,6 @@ def _node(u: torch.Tensor, y: torch.Tensor, beta: float, brier: bool = True
     k3 = e3 - 3.0 * e1 * e2 + 2.0 * e1 ** 3
     k4 = e4 - 4.0 * e1 * e3 - 3.0 * e2 * e2 + 12.0 * e1 * e1 * e2 - 6.0 * e1 ** 4
     f = torch.stack([z.log() - beta * v_y, e1 - v_y, k2, k3, k4], 1)
-    if not brier:
-        return f, None
     zz = z * z
     q = e.mul_(e)                             # e is not needed after: p^2 = e^2 / z^2
     g0 = q.sum(1) / zz
@@ -98,12 +95,29 @@ def _node(u: torch.Tensor, y: torch.Tensor, beta: float, brier: bool = True
 _BLOCK_ENTRIES = 1 << 18
 
 
-def _blocks(u: torch.Tensor, y: torch.Tensor, beta: float, brier: bool = True
-            ) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+def _blocks(u: torch.Tensor, y: torch.Tensor, beta: float) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`_node` over blocks of rows (clamping each), concatenated."""
     rows = max(1, _BLOCK_ENTRIES // max(u.shape[1], 1))
-    out = [_node(u[a:a + rows].clamp(min=_FLOOR), y[a:a + rows], beta, brier) for a in range(0, u.shape[0], rows)]
-    return torch.cat([o[0] for o in out]), (torch.cat([o[1] for o in out]) if brier else None)
+    out = [_node(u[a:a + rows].clamp(min=_FLOOR), y[a:a + rows], beta) for a in range(0, u.shape[0], rows)]
+    return torch.cat([o[0] for o in out]), torch.cat([o[1] for o in out])
+
+
+def _curve_sums(v: torch.Tensor, v_y: torch.Tensor, beta: float) -> np.ndarray:
+    """(3,) sums over rows of the NLL f and its first two derivatives in beta (:func:`_node`'s first three
+    columns) of (rows, K) float64 ``v = u - max_k u`` (u clamped at _FLOOR) and (rows,) ``v_y``: what the first
+    beta's search evaluates some 30 times on one subsample, so ``v`` is computed once and the third and fourth
+    cumulants, which the search does not read, are left out."""
+    rows = max(1, _BLOCK_ENTRIES // max(v.shape[1], 1))
+    out = np.zeros(3)
+    for a in range(0, v.shape[0], rows):
+        vb, vy = v[a:a + rows], v_y[a:a + rows]
+        e = (vb * beta).exp_()
+        z = e.sum(1)
+        t = e.mul_(vb)
+        e1 = t.sum(1) / z
+        e2 = t.mul_(vb).sum(1) / z
+        out += [float((z.log() - beta * vy).sum()), float((e1 - vy).sum()), float((e2 - e1 * e1).sum())]
+    return out
 
 
 def _taylor(c: np.ndarray, d):
@@ -177,13 +191,13 @@ class Refinement:
         y = torch.cat([s[1] for s in self._sub])
         self._sub = []
         m = u.shape[0]
-        f1 = _blocks(u, y, 1.0, brier=False)[0]
-        cv = self._at1 / self.n - f1[:, 1:3].sum(0).numpy() / m       # split minus subsample: f', f'' at 1
+        v = u - u.max(dim=1).values[:, None]          # u was clamped at _FLOOR as the subsample was taken
+        v_y = v.gather(1, y[:, None])[:, 0]
+        cv = self._at1 / self.n - _curve_sums(v, v_y, 1.0)[1:] / m     # split minus subsample: f', f'' at 1
 
         def curve(beta: float) -> np.ndarray:
             """(value, slope, curvature) of the corrected mean NLL at ``beta`` (the value uncorrected)."""
-            f = _blocks(u, y, beta, brier=False)[0][:, :3].sum(0).numpy() / m
-            return f + np.array([0.0, cv[0] + cv[1] * (beta - 1.0), cv[1]])
+            return _curve_sums(v, v_y, beta) / m + np.array([0.0, cv[0] + cv[1] * (beta - 1.0), cv[1]])
 
         i = int(np.argmin([curve(float(g))[0] for g in _GRID]))
         lo, hi = float(_GRID[max(i - 1, 0)]), float(_GRID[min(i + 1, _GRID.size - 1)])
