@@ -29,6 +29,15 @@ SLOPE_RANGE = (0.01, 100.0)
 PER_PARAMETER = 10
 
 
+def has_neg_inf(x: torch.Tensor) -> bool:
+    """Whether the tensor ``x`` holds a -inf: one min reduction (isneginf(x).any() makes a bool copy of x first,
+    0.3 s per pass at 10,000 x 21,843); a NaN minimum, which hides any -inf, falls back to that scan."""
+    if x.numel() == 0:
+        return False
+    low = float(x.amin())
+    return low == float("-inf") or (low != low and bool(torch.isneginf(x).any()))
+
+
 def zero_rows(scores) -> int:
     """How many rows of ``scores`` (N, K) log-probabilities (a tensor or a streamed split) hold an exact-zero
     probability (a -inf); logits never do. A streamed probabilities split is read once for this."""
@@ -38,9 +47,8 @@ def zero_rows(scores) -> int:
         if stream.is_sharded(scores):       # counted where each shard is
             return sum(scores.map_shards(zero_rows))
         return sum(int(torch.isneginf(z).any(dim=1).sum()) for _, z, _ in scores.chunks())
-    low = float(scores.amin()) if scores.numel() else 0.0
-    if low > float("-inf"):     # one vectorised reduction; the row scan below cost 0.1 s per fit at 50,000 x 100
-        return 0                # (a NaN minimum, which compares False, falls through to the scan)
+    if not has_neg_inf(scores):     # the row scan below cost 0.1 s per fit at 50,000 x 100
+        return 0
     rows = chunk_rows(int(scores.shape[1]))         # no (N, K) temporary: large-K splits fill the memory
     return sum(int(torch.isneginf(scores[s:s + rows]).any(dim=1).sum()) for s in range(0, scores.shape[0], rows))
 

@@ -149,7 +149,7 @@ def _fit_temperature(scores, labels, *, tol: float, max_iter: int, cancel, progr
     warnings: list[str] = []
     beta = 1.0
     # Exact zeros in a probabilities file are -inf log-probabilities: they need masking in every pass.
-    has_neg_inf = (scores.kind == "probs") if stream.is_streamed(scores) else bool(torch.isneginf(scores).any())
+    has_neg_inf = (scores.kind == "probs") if stream.is_streamed(scores) else checks.has_neg_inf(scores)
     stages = []
     if n > 20_000:
         stages.append((*stream.subsample(scores, labels, 10_000), 1e-6))

@@ -237,3 +237,21 @@ def test_zero_rows_counts_rows_by_brute_force_across_chunks():
     assert expected > 30
     assert checks.zero_rows(torch.from_numpy(lp)) == expected
     assert checks.zero_rows(torch.empty((0, k), dtype=torch.float64)) == 0
+
+
+def test_has_neg_inf_by_brute_force():
+    """The min-reduction test for a -inf against the elementwise scan, a NaN beside the -inf included."""
+    x = torch.randn(50, 7, dtype=torch.float64)
+    cases = [x, x.clone().fill_(float("inf"))]
+    y = x.clone()
+    y[4, 2] = float("-inf")
+    cases.append(y)
+    z = y.clone()
+    z[0, 0] = float("nan")
+    cases.append(z)
+    w = x.clone()
+    w[1, 1] = float("nan")
+    cases.append(w)
+    cases.append(torch.empty((0, 7)))
+    for c in cases:
+        assert checks.has_neg_inf(c) == bool(torch.isneginf(c).any())
