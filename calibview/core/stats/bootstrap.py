@@ -4,7 +4,7 @@ A resample is a vector of counts ``w`` (sample i drawn ``w_i`` times, ``sum w = 
 function of sums ``sum_i w_i x_i`` of per-sample features ``x_i``, so a block of resamples ``W`` (R, N) turns into
 all metrics at once through ``W @ F`` for a feature matrix ``F``. We split ``W = 1 + (W - 1)``: the ``1`` part is
 the exact float64 sum of the evaluation split, and only the fluctuation ``(W - 1) @ F`` is computed in float32
-(bfloat16 for the wide class-wise matrix), so rounding touches the spread of the interval, never its centre.
+(the class-wise matrix too), so rounding touches the spread of the interval, never its centre.
 
 The same resamples (same seed) are used for every calibrator of an evaluation, so differences between
 calibrators are paired comparisons.

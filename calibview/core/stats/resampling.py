@@ -104,7 +104,7 @@ class Resampler:
             raise ValueError("the units of a Poisson resampler must be its scheme's")
         self.sizes = None if units is None else torch.bincount(units, minlength=self.n_units).double()
         # BLOCK_ENTRIES counts per block: big enough for efficient matrix products, small enough that a block
-        # and its derived operands (fluctuation, bfloat16 copy, panels) stay well below the logits' size.
+        # and its derived operands (fluctuation, float32 copy, panels) stay well below the logits' size.
         self.block = block or max(1, min(self.n_boot, BLOCK_ENTRIES // max(self.n_units, 1),
                                          PANEL_ENTRIES // max(self.n, 1)))
 
