@@ -50,6 +50,8 @@ WIDE_TABLE_ENTRIES = 1 << 24
 #: positive, the widest table) 15-21 vs 55; 2,000,000 x 100 (4.5) 23 vs 69; 4,000,000 x 100 (2.3) 46 vs 78;
 #: 8,000,000 x 10 (1.9) 577 vs 147. At 4 the table wins wherever it was measured with margin to spare.
 SEARCH_ABOVE = 4
+#: positives a multi-valued bucket keeps for direct comparison (more: ranked by binary searches)
+MULTI_WIDTH = 8
 #: padded positives per batch of classes of the search path (float64: 32 MB)
 PAD_ENTRIES = 1 << 22
 #: probabilities counted at a time (float64: 2 MB)
@@ -125,7 +127,7 @@ class AurocCounter:
         # The buckets that hold positives (``flagged``), from the positives sorted by bucket; the table is built in
         # place in int32 (a 64 MB table has no int64 or second copy beside it): the positives' count per bucket,
         # cumulated along each class's row, less each flagged bucket's own count (the count strictly below).
-        order = np.argsort(key, kind="stable")
+        order = np.lexsort((pv, key))               # by bucket, then value (a bucket's positives in order)
         ks, vs = key[order], pv[order]
         starts = np.flatnonzero(np.r_[True, ks[1:] != ks[:-1]]) if ks.size else np.zeros(0, dtype=np.int64)
         flagged = ks[starts]
@@ -141,6 +143,17 @@ class AurocCounter:
         self._f_count, self._f_below = f_count, self.table[flagged].astype(np.int64)
         self.table[flagged] = -1 - np.arange(flagged.size, dtype=np.int32)
         self._f_value, self._f_multi = lo_f, lo_f != hi_f
+        # A multi-valued bucket (positives of different values) with at most MULTI_WIDTH positives keeps its values,
+        # padded with +inf, in one row of a small table: an entry there is compared with them directly instead of
+        # ranked among all positives by binary searches (2.6 us per entry at 2,000,000 x 1,000, where these
+        # entries were 0.3 % of all and a third of the counting time).
+        small = np.flatnonzero(self._f_multi & (f_count <= MULTI_WIDTH))
+        self._small_row = np.full(flagged.size, -1, dtype=np.int64)
+        self._small_row[small] = np.arange(small.size)
+        self._small_vals = np.full((small.size, MULTI_WIDTH), np.inf)
+        for o in range(MULTI_WIDTH):
+            has = f_count[small] > o
+            self._small_vals[has, o] = vs[starts[small[has]] + o]
         self.off = (np.arange(k, dtype=np.int32) * self.nb)[None, :]
         # for multi-valued buckets: positives by (class, rank of value among all positives)
         self._sorted = np.sort(pv)
@@ -220,7 +233,18 @@ class AurocCounter:
         eq = m * (e == u)
         multi = self._f_multi[j] if where is None else self._f_multi[j] & where
         if multi.any():
-            lt[multi], eq[multi] = self._multi(cols[multi], e[multi])
+            jm, em = j[multi], e[multi]
+            row = self._small_row[jm]
+            small = row >= 0
+            lt_m = np.empty(jm.size, dtype=np.int64)
+            eq_m = np.empty(jm.size, dtype=np.int64)
+            if small.any():
+                vals, es = self._small_vals[row[small]], em[small][:, None]
+                lt_m[small] = self._f_below[jm[small]] + (vals < es).sum(axis=1)
+                eq_m[small] = (vals == es).sum(axis=1)
+            if not small.all():
+                lt_m[~small], eq_m[~small] = self._multi(cols[multi][~small], em[~small])
+            lt[multi], eq[multi] = lt_m, eq_m
         return lt, eq
 
     def _multi(self, cols: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -166,3 +166,25 @@ def test_table_or_search_by_buckets_per_positive(entries, searched, monkeypatch)
     assert other.batches is not None
     np.testing.assert_array_equal(other.gt, counter.gt)
     np.testing.assert_array_equal(other.eq, counter.eq)
+
+
+@pytest.mark.parametrize("width", [1, 3, 8])
+def test_multi_valued_buckets_by_their_own_values_and_by_rank_search(width, monkeypatch):
+    """A bucket holding positives of different values compares an entry with those values when they are at most
+    MULTI_WIDTH, else ranks it among all positives: with coarse buckets both kinds occur (width 1: none is
+    small), and the counts equal scikit-learn's and a pair loop's."""
+    monkeypatch.setattr(au, "MULTI_WIDTH", width)
+    monkeypatch.setattr(au, "TABLE_ENTRIES", 512)            # ~85 buckets per class for ~250 positives each
+    monkeypatch.setattr(au, "WIDE_TABLE_ENTRIES", 512)
+    monkeypatch.setattr(au, "SEARCH_ABOVE", 1e-12)
+    rng = np.random.default_rng(13)
+    n, k = 1500, 6
+    p = _softmax(rng, n, k)
+    y = rng.integers(0, k, n)
+    counter = _counted(p, y, 89)
+    multi, count = counter._f_multi, counter._f_count
+    assert bool((multi & (count <= width)).any()) == (width > 1)
+    assert bool((multi & (count > width)).any())
+    ref = np.mean([roc_auc_score(y == c, p[:, c]) for c in range(k)])
+    assert counter.value() == pytest.approx(ref, abs=1e-12)
+    assert counter.value() == pytest.approx(_brute(p, y), abs=1e-12)
