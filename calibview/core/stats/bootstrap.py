@@ -351,13 +351,17 @@ class SampleBootstrap:
         """(R_b,) ECE, RMSCE, MCE (equal-width bins), ACE and debiased ECE (equal-mass bins) of the block's
         resamples, with ``n_bins`` bins."""
         s, b = self.stats, n_bins
-        ew = equal_width_bin(s.conf, b)
-        order, group = equal_mass_order(s.conf, b)
-        em = np.empty_like(group)
-        em[order] = group
-        m = int(group[-1]) + 1 if group.size else 0
+        m = max(1, min(b, s.n)) if s.n else 0          # equal-mass groups: equal_mass_groups' count
+        bins: dict = {}
 
         def build(a: int, z: int) -> np.ndarray:
+            # the bin of every sample, once per bin count: the features are built once and cached, and a sort of
+            # the N confidences per block of resamples was most of this part's time on a large split
+            if not bins:
+                order, group = equal_mass_order(s.conf, b)
+                bins["ew"], bins["em"] = equal_width_bin(s.conf, b), np.empty_like(group)
+                bins["em"][order] = group
+            ew, em = bins["ew"], bins["em"]
             one = np.ones(z - a)
             return np.concatenate([_onehot_features(ew[a:z], b, [one, s.conf[a:z], s.correct[a:z]]),
                                    _onehot_features(em[a:z], m, [one, s.conf[a:z], s.correct[a:z]])], axis=1)

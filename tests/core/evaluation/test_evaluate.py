@@ -168,3 +168,33 @@ def test_core_and_cli_never_import_qt():
             "m.startswith('calibview.gui')]; print(bad); sys.exit(1 if bad else 0)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("grouped", [False, True], ids=["samples", "units"])
+def test_binned_resamples_equal_the_weighted_sums_of_the_splits_bins(small_file, monkeypatch, grouped):
+    """ECE (equal-width bins) and ACE (the evaluation split's equal-mass groups, kept in every resample) of each
+    resample, recomputed from its weights by a loop over the bins; with groups of samples (the large-split path)
+    a sample's weight is its group's count."""
+    from calibview.core.evaluation.engine import Engine
+    from calibview.core.stats import resampling
+    from calibview.core.stats.metrics import equal_mass_groups, equal_width_bin
+    if grouped:
+        monkeypatch.setattr(resampling, "UNIT_LIMIT", 100)
+        monkeypatch.setattr(resampling, "MIN_UNITS", 64)
+        monkeypatch.setattr(resampling, "MAX_UNITS", 64)
+    req = EvalRequest(file=str(small_file), run="net/toy", calibrators=("none",), fit_split=None, n_boot=9, seed=4)
+    eng = Engine()
+    dist = eng.distributions(req)["none"]
+    counts, units = eng.resamples(req)
+    assert (units is not None) == grouped
+    st = eng.scored(req)["none"].stats
+    ew = equal_width_bin(st.conf, 15)
+    em = np.empty(st.n, dtype=np.int64)
+    em[np.argsort(st.conf, kind="stable")] = equal_mass_groups(st.n, 15)
+    gap = st.conf - st.correct
+    for r, c in enumerate(counts.numpy().astype(np.float64)):
+        w = c if units is None else c[units.numpy()]
+        ece = sum(abs((w * gap)[ew == b].sum()) for b in range(15)) / w.sum()
+        ace = sum(abs((w * gap)[em == g].sum()) for g in range(15)) / w.sum()
+        assert dist["ece"][r] == pytest.approx(ece, abs=1e-6)
+        assert dist["ace"][r] == pytest.approx(ace, abs=1e-6)
