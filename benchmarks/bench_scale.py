@@ -8,8 +8,9 @@ the default --max-memory (2G, so both splits are streamed). It prints the time o
 memory (VmHWM), the longest time between two looks at the cancel event (which bounds how long a cancel waits),
 and the time a cancel actually took, set 10 s into the run; and, in another fresh process, the floor: bare h5py
 reads of both splits chunk by chunk plus one float64 log-softmax of the evaluation split per calibrator and 10
-over the fit split (the log-softmax time measured on the chunks as they are read). With ``--out`` it replaces
-its section (between ``<!-- bench_scale -->`` and ``<!-- /bench_scale -->``) of that markdown file.
+over the fit split (the log-softmax time measured on the chunks as they are read), with the allocator settings
+the report runs with (calibview.core.io.heap.tune_allocator). With ``--out`` it replaces its section (between
+``<!-- bench_scale -->`` and ``<!-- /bench_scale -->``) of that markdown file.
 """
 
 from __future__ import annotations
@@ -83,6 +84,8 @@ FLOOR = r"""
 import json, sys, time
 from calibview.startup import configure_openmp
 configure_openmp()
+from calibview.core.io.heap import tune_allocator
+tune_allocator()                # like for like: the report runs with these allocator settings
 import h5py, numpy as np, torch
 from calibview.core.stats.metrics import chunk_rows
 path = sys.argv[1]
