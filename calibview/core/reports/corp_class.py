@@ -94,8 +94,9 @@ def class_forecasts(engine, evaluation, cls: int, *, cancel: Optional[threading.
     names = [r.name for r in evaluation.results]
     if k == 2:
         scored = engine.scored(req, cancel=cancel)
-        out = {nm: binary_forecast(scored[nm].stats, cls)[0] for nm in names}
-        y = binary_forecast(scored[names[0]].stats, cls)[1]
+        pairs = {nm: binary_forecast(scored[nm].stats, cls) for nm in names}
+        out = {nm: pq[0] for nm, pq in pairs.items()}
+        y = pairs[names[0]][1]
         return ClassForecasts(cls, class_label(info, cls), y, MappingProxyType(out))
     job = Job(engine.cache, req, settings_of(req), None, cancel)
     keys = {nm: ("class",) + job.score_key(nm)[1:] + (cls,) for nm in names}

@@ -34,7 +34,7 @@ import torch
 
 from calibview.core.stats import selective, smooth_ece, smoothing
 from calibview.core.stats.metrics import (SampleStats, StatsAccumulator, debiased_from_sums, ece_from_sums,
-                                          equal_mass_order, equal_width_bin)
+                                          equal_mass_count, equal_mass_order, equal_width_bin)
 from calibview.core.stats.resampling import ResampleBlock
 
 
@@ -351,7 +351,7 @@ class SampleBootstrap:
         """(R_b,) ECE, RMSCE, MCE (equal-width bins), ACE and debiased ECE (equal-mass bins) of the block's
         resamples, with ``n_bins`` bins."""
         s, b = self.stats, n_bins
-        m = max(1, min(b, s.n)) if s.n else 0          # equal-mass groups: equal_mass_groups' count
+        m = equal_mass_count(s.n, b)
         bins: dict = {}
 
         def build(a: int, z: int) -> np.ndarray:

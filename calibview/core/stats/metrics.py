@@ -113,9 +113,15 @@ def equal_width_bin(values: np.ndarray, n_bins: int) -> np.ndarray:
     return np.clip(idx, 0, n_bins - 1)
 
 
+def equal_mass_count(n: int, n_bins: int) -> int:
+    """The number of equal-mass groups of ``n`` samples asked for ``n_bins``: no more groups than samples, at
+    least one."""
+    return max(1, min(int(n_bins), int(n)))
+
+
 def equal_mass_groups(n: int, n_bins: int) -> np.ndarray:
     """Group index (0..B-1) of each position in sorted order: ``np.array_split`` sizes (first groups one larger)."""
-    n_bins = max(1, min(n_bins, n))
+    n_bins = equal_mass_count(n, n_bins)
     sizes = np.full(n_bins, n // n_bins)
     sizes[: n % n_bins] += 1
     return np.repeat(np.arange(n_bins), sizes)

@@ -51,6 +51,18 @@ def _rowdot(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return (a * b).sum(1)
 
 
+def _moments2(v: torch.Tensor, beta: float) -> tuple[torch.Tensor, ...]:
+    """(e, t, z, e1, e2) of (rows, K) ``v = u - max_k u``: the unnormalised weights e = exp(beta v) (rows, K),
+    t = e v^2 (rows, K, a running product the caller may continue in place), their row sum z and the first two
+    raw moments of v under softmax(beta v), (rows,) each."""
+    e = (v * beta).exp_()
+    z = e.sum(1)
+    t = e * v
+    e1 = t.sum(1) / z
+    e2 = t.mul_(v).sum(1) / z
+    return e, t, z, e1, e2
+
+
 def _node(u: torch.Tensor, y: torch.Tensor, beta: float) -> tuple[torch.Tensor, torch.Tensor]:
     """((rows, 5) NLL f, f', ..., f'''' and (rows, 4) Brier b, ..., b''') at ``beta`` of (rows, K)
     float64 log-probabilities ``u`` clamped at _FLOOR, labels ``y``. Raw moments of ``u - max_k u`` (<= 0), so
@@ -59,12 +71,8 @@ def _node(u: torch.Tensor, y: torch.Tensor, beta: float) -> tuple[torch.Tensor, 
     of (rows,) sums, not of the (rows, K) block); each power of v multiplies one running product in place."""
     top = u.max(dim=1).values
     v = u - top[:, None]
-    e = (v * beta).exp_()
-    z = e.sum(1)
+    e, t, z, e1, e2 = _moments2(v, beta)
     v_y = v.gather(1, y[:, None])[:, 0]
-    t = e * v
-    e1 = t.sum(1) / z
-    e2 = t.mul_(v).sum(1) / z
     e3 = t.mul_(v).sum(1) / z
     e4 = t.mul_(v).sum(1) / z
     k2 = e2 - e1 * e1
@@ -111,11 +119,7 @@ def _curve_sums(v: torch.Tensor, v_y: torch.Tensor, beta: float) -> np.ndarray:
     out = np.zeros(3)
     for a in range(0, v.shape[0], rows):
         vb, vy = v[a:a + rows], v_y[a:a + rows]
-        e = (vb * beta).exp_()
-        z = e.sum(1)
-        t = e.mul_(vb)
-        e1 = t.sum(1) / z
-        e2 = t.mul_(vb).sum(1) / z
+        _, _, z, e1, e2 = _moments2(vb, beta)
         out += [float((z.log() - beta * vy).sum()), float((e1 - vy).sum()), float((e2 - e1 * e1).sum())]
     return out
 
