@@ -62,11 +62,11 @@ def read_rows(ds: h5py.Dataset, out: np.ndarray, start: int, stop: int, at: int,
     try:
         if staging is None:  # HDF5 writes straight into the output (and byte-swaps if needed), block by block
             blocks.read_direct(ds, out, start, stop, at)
-        else:  # float16: HDF5's own conversion is slow, numpy's is fast
+        else:  # float16: HDF5's own conversion is slow, blocks.widen's is fast
             for r0, r1, c0, c1 in blocks.blocks(ds, start, stop):
                 part = staging[:r1 - r0]
                 ds.read_direct(part, np.s_[r0:r1, c0:c1], np.s_[0:r1 - r0, c0:c1])
-                out[at + r0 - start:at + r1 - start, c0:c1] = part[:, c0:c1]
+                blocks.widen(out[at + r0 - start:at + r1 - start, c0:c1], part[:, c0:c1])
     except (OSError, ValueError, RuntimeError, KeyError) as e:
         raise CalibviewError(f"{file}: could not read rows {start}-{stop - 1} of {ds.name} ({oneline(e)}); "
                              f"the file may be truncated or corrupt.") from None

@@ -94,6 +94,28 @@ def test_float16_is_widened_to_float32_and_float64_kept(tmp_path):
     np.testing.assert_array_equal(double.scores, z64)
 
 
+@pytest.mark.parametrize("order", ["<", ">"])
+def test_every_finite_float16_value_widens_bit_for_bit(tmp_path, order):
+    """All 63,488 finite float16 bit patterns (subnormals and -0.0 included), stored little- and big-endian, read
+    whole, streamed in chunks of rows and read in a column block: the float32 bits numpy's own cast gives."""
+    from calibview.core.io.limits.blocks import widen
+    from calibview.core.io.stream import StreamedSplit
+
+    bits = np.arange(1 << 16, dtype=np.uint16).view(np.float16)
+    z = bits[np.isfinite(bits)].reshape(-1, 64)
+    want = z.astype(np.float32).view(np.uint32)
+    y = np.arange(z.shape[0]) % 64
+    path = raw(tmp_path / "h.h5", {"m/d/test/logits": z.astype(order + "f2"), "m/d/test/labels": y})
+    np.testing.assert_array_equal(read_split(path, "m/d", "test", chunk_rows=37).scores.view(np.uint32), want)
+    streamed = StreamedSplit(str(path), find_run(path, "m/d"), "test", chunk_rows=37)
+    got = np.concatenate([c.numpy() for _, c, _ in streamed.chunks()])
+    np.testing.assert_array_equal(got.view(np.uint32), want)
+    out = np.zeros((z.shape[0], 80), np.float32)
+    widen(out[:, 8:72], z.astype(order + "f2"))          # a strided destination
+    np.testing.assert_array_equal(out[:, 8:72].view(np.uint32), want)
+    assert not out[:, :8].any() and not out[:, 72:].any()
+
+
 def test_probs_with_exact_zeros_are_valid(tmp_path):
     p = np.array([[1.0, 0.0, 0.0], [0.2, 0.8, 0.0], [0.5, 0.25, 0.25]], np.float32)
     path = raw(tmp_path / "p.h5", {"m/d/test/probs": p, "m/d/test/labels": np.array([0, 1, 2])})

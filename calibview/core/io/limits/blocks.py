@@ -54,6 +54,20 @@ def read_direct(ds: h5py.Dataset, out: np.ndarray, start: int, stop: int, at: in
             ds.read_direct(out, np.s_[r0:r1, c0:c1], np.s_[a:b, c0:c1])
 
 
+def widen(out: np.ndarray, part: np.ndarray) -> None:
+    """``out[...] = part``: float16 values widened to float32 (exact), any other pair as numpy assigns them.
+
+    torch's converting copy is used where both sides are native-endian: numpy converts float16 element by element
+    (1.6 ns each here, 3.3 s per pass over a 2,000,000 x 1,000 split, which a streamed report reads a dozen
+    times), torch with vector instructions (0.1 ns). torch is imported here, not at the top: listing a file's
+    runs reads no scores and must not pay for it."""
+    if part.dtype == np.float16 and part.dtype.isnative and out.dtype.isnative and out.flags.writeable:
+        import torch
+        torch.from_numpy(out).copy_(torch.from_numpy(part))
+    else:
+        out[...] = part
+
+
 def read_all(ds: h5py.Dataset) -> np.ndarray:
     """The whole 1-D ``ds`` as an array, read block by block (any dtype, strings included)."""
     n = int(ds.shape[0])

@@ -20,7 +20,7 @@ import numpy as np
 from calibview.core.errors import CalibviewError, Progress, check_cancel, report
 from calibview.core.io import arrays, guard
 from calibview.core.io.checks import ScoreCheck, check_labels
-from calibview.core.io.limits import cost
+from calibview.core.io.limits import blocks, cost
 from calibview.core.io.members import format as mf
 from calibview.core.io.schema import RunInfo, SplitData, SplitInfo, oneline, open_file
 
@@ -53,7 +53,7 @@ def file_blocks(f: h5py.File, file: str, info: SplitInfo) -> Block:
         out = np.empty((stop - start, info.k), dtype=wide)
         try:
             for r0, r1, c0, c1 in _member_blocks(ds, start, stop):
-                out[r0 - start:r1 - start, c0:c1] = ds[m, r0:r1, c0:c1]
+                blocks.widen(out[r0 - start:r1 - start, c0:c1], ds[m, r0:r1, c0:c1])
         except (OSError, ValueError) as e:
             raise CalibviewError(f"{file}: could not read rows {start}-{stop - 1} of member {m} of {ds.name} "
                                  f"({oneline(e)}); the file may be truncated or corrupt.") from None
