@@ -1,0 +1,47 @@
+"""When :func:`calibview.core.io.heap.trim_heap` hands memory back: a trimmed heap keeps its free chunks (only their
+pages go), so the free bytes stay above the slack after a trim and cannot be the only test, or every later chunk
+trims and page-faults its temporaries back in."""
+
+from __future__ import annotations
+
+from calibview.core.io import heap
+
+MB = 1 << 20
+
+
+def test_a_trim_waits_for_the_resident_size_to_grow_by_the_slack(monkeypatch):
+    trims, resident = [], [900 * MB]
+    monkeypatch.setattr(heap, "_MALLOC_TRIM", lambda pad: (trims.append(pad), resident.__setitem__(0, 500 * MB)))
+    monkeypatch.setattr(heap, "_FREE_BYTES", lambda: 4000 * MB)       # a fragmented heap: always "free"
+    monkeypatch.setattr(heap, "_resident", lambda: resident[0])
+    monkeypatch.setattr(heap, "_AFTER_TRIM", [0])
+
+    heap.trim_heap()                                  # 900 MB resident, nothing trimmed yet: trim
+    assert len(trims) == 1 and heap._AFTER_TRIM[0] == 500 * MB
+    for grown in (100, 200, 255):                     # the next chunks fault their temporaries back in
+        resident[0] = (500 + grown) * MB
+        heap.trim_heap()
+    assert len(trims) == 1
+    resident[0] = (500 + 256) * MB                    # grown by the slack since the last trim: trim again
+    heap.trim_heap()
+    assert len(trims) == 2
+
+
+def test_no_trim_while_little_is_free(monkeypatch):
+    trims = []
+    monkeypatch.setattr(heap, "_MALLOC_TRIM", lambda pad: trims.append(pad))
+    monkeypatch.setattr(heap, "_FREE_BYTES", lambda: heap.TRIM_SLACK - 1)
+    monkeypatch.setattr(heap, "_resident", lambda: 10_000 * MB)
+    monkeypatch.setattr(heap, "_AFTER_TRIM", [0])
+    heap.trim_heap()
+    assert trims == []
+
+
+def test_resident_size_is_read_from_proc():
+    import os
+    if not os.path.exists("/proc/self/statm"):
+        assert heap._resident() == 0
+        return
+    big = bytearray(64 * MB)                          # touched: resident
+    assert heap._resident() >= 64 * MB
+    del big
