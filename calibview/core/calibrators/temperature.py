@@ -132,6 +132,12 @@ def fit_temperature(scores: torch.Tensor, labels: torch.Tensor, *, tol: float = 
 _LAST: list = [None]
 
 
+def forget_last_fit() -> None:
+    """Forget the remembered last fit, so that the next :func:`fit_temperature` runs in full (a benchmark timing
+    repeated fits of one split calls this before each)."""
+    _LAST[0] = None
+
+
 def _version(t) -> int:
     """A tensor's in-place modification count (a changed tensor is another fit split); 0 for a streamed split,
     which is read from a file that does not change during a run, and -1 for an inference-mode tensor, which keeps
