@@ -36,6 +36,7 @@ import numpy as np
 from calibview.core.errors import CalibviewError, Progress, check_cancel, report
 from calibview.core.io import meta as md
 from calibview.core.io.checks import validate_arrays
+from calibview.core.io.limits.blocks import widened
 from calibview.core.io.members import format as mf
 from calibview.core.io.schema import RunInfo, SplitData, SplitInfo
 from calibview.core.io.toplabel import format as tf
@@ -112,7 +113,7 @@ def register(model: str, dataset: str, splits: Mapping[str, tuple[str, object, o
             raise CalibviewError(f"{label}: the members of split '{split}' need labels.")
         k = None if scores is None else int(np.shape(scores)[-1])
         a = mf.check_member_arrays(label, ms, labels, k)
-        a = _native(a.astype(np.float32) if a.dtype.itemsize < 4 else a)
+        a = _native(widened(a))
         if scores is not None:
             own[split] = (kind, scores, labels)
         held[split] = _read_only(a)
@@ -123,7 +124,7 @@ def register(model: str, dataset: str, splits: Mapping[str, tuple[str, object, o
         sname, lname = names.get(split, (f"{split} scores", f"{split} labels"))
         s, y = validate_arrays(label, sname, lname, kind, scores, labels)
         stored[split] = str(s.dtype)
-        s = _native(s.astype(np.float32) if s.dtype.itemsize < 4 else s)     # float16 widened, as read_split does
+        s = _native(widened(s))     # float16 widened, as read_split does
         y = y if y.dtype == np.int64 else y.astype(np.int64)
         checked[split] = (kind, s, _native(y))
     ks = {split: s.shape[1] for split, (_, s, _) in checked.items()}
@@ -151,7 +152,7 @@ def register(model: str, dataset: str, splits: Mapping[str, tuple[str, object, o
         if sp.name in own:
             kind, scores, labels = own[sp.name]
             sc, y = validate_arrays(label, f"{sp.name} scores", f"{sp.name} labels", kind, scores, labels)
-            sc = _native(sc.astype(np.float32) if sc.dtype.itemsize < 4 else sc)
+            sc = _native(widened(sc))
             own_data[sp.name] = SplitData(scores=_read_only(sc), labels=data[sp.name].labels, kind=kind, info=sp,
                                           run=info)
     run = ArrayRun(path, info, data, columns, held, own_data)

@@ -98,7 +98,7 @@ def test_float16_is_widened_to_float32_and_float64_kept(tmp_path):
 def test_every_finite_float16_value_widens_bit_for_bit(tmp_path, order):
     """All 63,488 finite float16 bit patterns (subnormals and -0.0 included), stored little- and big-endian, read
     whole, streamed in chunks of rows and read in a column block: the float32 bits numpy's own cast gives."""
-    from calibview.core.io.limits.blocks import widen
+    from calibview.core.io.limits.blocks import widen, widened
     from calibview.core.io.stream import StreamedSplit
 
     bits = np.arange(1 << 16, dtype=np.uint16).view(np.float16)
@@ -114,6 +114,7 @@ def test_every_finite_float16_value_widens_bit_for_bit(tmp_path, order):
     widen(out[:, 8:72], z.astype(order + "f2"))          # a strided destination
     np.testing.assert_array_equal(out[:, 8:72].view(np.uint32), want)
     assert not out[:, :8].any() and not out[:, 72:].any()
+    np.testing.assert_array_equal(widened(z.astype(order + "f2").T).view(np.uint32), want.T)   # arrays (the API)
 
 
 def test_probs_with_exact_zeros_are_valid(tmp_path):

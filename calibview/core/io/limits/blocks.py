@@ -68,6 +68,15 @@ def widen(out: np.ndarray, part: np.ndarray) -> None:
         out[...] = part
 
 
+def widened(a: np.ndarray) -> np.ndarray:
+    """A float16 array widened to a new float32 array by :func:`widen`; a wider one returned as it is."""
+    if a.dtype.itemsize >= 4:
+        return a
+    out = np.empty(a.shape, np.float32)
+    widen(out, a)
+    return out
+
+
 def read_all(ds: h5py.Dataset) -> np.ndarray:
     """The whole 1-D ``ds`` as an array, read block by block (any dtype, strings included)."""
     n = int(ds.shape[0])
