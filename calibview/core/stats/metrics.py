@@ -205,6 +205,46 @@ def top_label_ece(scores: torch.Tensor, labels: torch.Tensor, n_bins: int = 15) 
     return float(ece_from_sums(w.count, w.sum_conf, w.sum_correct, conf.shape[0])[0])
 
 
+class _Entries:
+    """The class-wise entries (row, class, p, is-label) of a :class:`StatsAccumulator`, appended in place to four
+    1-D tensors that grow by half when full, from a first capacity estimated for the whole split.
+
+    Why not a list of per-chunk pieces: those small long-lived tensors landed in the holes the chunks' (rows, K)
+    temporaries left in the heap, so the next chunk's temporaries no longer fitted there and the heap grew; in two
+    of three seeds a streamed 500,000 x 1,000 report's heap reached 6-7 GB (for 0.3 GB in use) and page-faulted
+    1.6-1.9 million times before its AUROC pass, against 0.3-0.4 GB and 0.12 million faults without the pieces."""
+
+    DTYPES = (torch.int64, torch.int64, torch.float64, torch.bool)
+
+    def __init__(self, device: torch.device) -> None:
+        self.device, self.count = device, 0
+        self.cols: Optional[list[torch.Tensor]] = None
+
+    def append(self, parts: Sequence[torch.Tensor], expect: int = 0) -> None:
+        """Append four equal-length 1-D tensors (row, class, p, is-label); ``expect``: the total entries expected,
+        the first capacity."""
+        m = int(parts[0].shape[0])
+        if not m:
+            return
+        need = self.count + m
+        cap = 0 if self.cols is None else int(self.cols[0].shape[0])
+        if need > cap:
+            new = [torch.empty(max(need, int(expect), cap + cap // 2), dtype=d, device=self.device)
+                   for d in self.DTYPES]
+            for old, fresh in zip(self.cols or (), new):
+                fresh[:self.count] = old[:self.count]
+            self.cols = new
+        for col, part in zip(self.cols, parts):
+            col[self.count:need] = part
+        self.count = need
+
+    def views(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The entries so far, in the order appended (views)."""
+        if self.cols is None:
+            return tuple(torch.zeros(0, dtype=d, device=self.device) for d in self.DTYPES)
+        return tuple(c[:self.count] for c in self.cols)
+
+
 class StatsAccumulator:
     """Builds :class:`SampleStats` from consecutive chunks of rows, so a split never has to be in memory at once
     (only the per-sample vectors, O(N), and the class-wise entries below are kept).
@@ -226,8 +266,7 @@ class StatsAccumulator:
         self.nll = torch.empty(n, dtype=torch.float64, device=dev)
         self.brier = torch.empty(n, dtype=torch.float64, device=dev)
         self.total = torch.zeros(k, dtype=torch.float64, device=dev)
-        self._entries: list[tuple[torch.Tensor, ...]] = []
-        self._merged: Optional[tuple[torch.Tensor, ...]] = None
+        self._entries = _Entries(dev)
         self._sums: dict[int, np.ndarray] = {}
 
     def add(self, start: int, lp: torch.Tensor, y: torch.Tensor, on_chunk=None) -> None:
@@ -246,22 +285,15 @@ class StatsAccumulator:
         self.total.index_add_(0, y, -torch.ones_like(p_y))
         rows, cols = (p > self.threshold).nonzero(as_tuple=True)
         if rows.numel():
-            self._entries.append((rows + start, cols, p[rows, cols], y[rows] == cols))
+            # first capacity: this chunk's entries per row for every row, and a tenth more
+            expect = (rows.numel() * self.n) // max(1, lp.shape[0]) * 11 // 10
+            self._entries.append((rows + start, cols, p[rows, cols], y[rows] == cols), expect)
         if on_chunk is not None:
             on_chunk(start, lp, p, y)
 
     def entries(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(row, class, p, is-label) of every entry above the first edge of the largest bin count."""
-        if self._merged is None:
-            dev = self.total.device
-            if self._entries:
-                self._merged = tuple(torch.cat(parts) for parts in zip(*self._entries))
-            else:
-                z = torch.zeros(0, dtype=torch.int64, device=dev)
-                self._merged = (z, z, torch.zeros(0, dtype=torch.float64, device=dev),
-                                torch.zeros(0, dtype=torch.bool, device=dev))
-            self._entries = []
-        return self._merged
+        """(row, class, p, is-label) of every entry above the first edge of the largest bin count, in row order."""
+        return self._entries.views()
 
     def classwise_sums(self, n_bins: int) -> np.ndarray:
         """(K, B) float64: per class and equal-width bin of p_k, the sum of ``p_k - 1[y = k]``."""
@@ -302,8 +334,6 @@ class StatsAccumulator:
         self.total += torch.from_numpy(state["total"]).to(dev)
         self._sums.clear()
         if state["rows"].size:
-            if self._merged is not None:
-                self._entries, self._merged = [self._merged], None
             rows, cols, p, is_label = (torch.from_numpy(state[f]).to(dev) for f in ("rows", "cols", "p", "is_label"))
             self._entries.append((rows + start, cols, p, is_label))
 

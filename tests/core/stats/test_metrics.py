@@ -182,3 +182,31 @@ def test_equal_width_table_counts():
     t = equal_width_table(np.array([0.0, 0.1, 0.55, 1.0]), np.array([1.0, 0.0, 1.0, 1.0]), 2)
     assert t.count.tolist() == [2, 2]
     assert t.accuracy.tolist() == [0.5, 1.0]
+
+
+def test_classwise_entries_are_every_probability_above_the_first_edge_in_row_order():
+    """The accumulator's sparse entries against numpy's nonzero over the whole matrix, with chunks of uneven density:
+    a first chunk with no entry, a sparse one that sets the first capacity, a dense one that outgrows it."""
+    from calibview.core.stats.metrics import StatsAccumulator
+
+    rng = np.random.default_rng(5)
+    n, k = 300, 40
+    logits = rng.normal(size=(n, k))
+    logits[:50] = 0.0                                   # uniform rows: p = 1/40, below every first edge
+    logits[50:150] = 0.0                                # sparse: entries in three rows only
+    logits[50:53, :2] = 3.0
+    logits[150:] *= 6.0                                 # dense
+    p = np.exp(logits - logits.max(1, keepdims=True))
+    p /= p.sum(1, keepdims=True)
+    y = rng.integers(0, k, n)
+    acc = StatsAccumulator(n, k, (10, 20))
+    for a, b in [(0, 50), (50, 150), (150, 170), (170, 300)]:
+        acc.add(a, torch.from_numpy(np.log(p[a:b])), torch.from_numpy(y[a:b]))
+    rows, cols, vals, is_label = (t.numpy() for t in acc.entries())
+    q = torch.from_numpy(np.log(p)).exp().numpy()       # the probabilities as the accumulator sees them
+    want_r, want_c = np.nonzero(q > 1 / 20)
+    np.testing.assert_array_equal(rows, want_r)
+    np.testing.assert_array_equal(cols, want_c)
+    np.testing.assert_array_equal(vals, q[want_r, want_c])
+    np.testing.assert_array_equal(is_label, y[want_r] == want_c)
+    assert 0 < 10 * np.count_nonzero(want_r < 150) < np.count_nonzero(want_r >= 150)    # the dense part outgrew it
