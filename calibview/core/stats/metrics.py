@@ -222,14 +222,15 @@ class _Entries:
 
     def append(self, parts: Sequence[torch.Tensor], expect: int = 0) -> None:
         """Append four equal-length 1-D tensors (row, class, p, is-label); ``expect``: the total entries expected,
-        the first capacity."""
+        read for the first capacity only (a later dense chunk must not size the buffer for a whole dense split)."""
         m = int(parts[0].shape[0])
         if not m:
             return
         need = self.count + m
         cap = 0 if self.cols is None else int(self.cols[0].shape[0])
         if need > cap:
-            new = [torch.empty(max(need, int(expect), cap + cap // 2), dtype=d, device=self.device)
+            new = [torch.empty(max(need, int(expect) if self.cols is None else 0, cap + cap // 2), dtype=d,
+                               device=self.device)
                    for d in self.DTYPES]
             for old, fresh in zip(self.cols or (), new):
                 fresh[:self.count] = old[:self.count]
