@@ -258,7 +258,7 @@ def test_without_dask_installed_the_install_is_named(data):
 
 class _KillOnce:
     """A worker plugin that ends its worker's process (as a crash or an OOM kill would) when the first scoring
-    task starts executing on it, once per test: the marker file says it has happened."""
+    task starts executing on it, once per test and on one worker only: the marker file says it has happened."""
 
     def __init__(self, marker: str) -> None:
         self.marker = marker
@@ -267,10 +267,15 @@ class _KillOnce:
         self.worker = worker
 
     def transition(self, key, start, finish, **kwargs) -> None:
-        if finish == "executing" and "calibview-scoring" in str(key) and not os.path.exists(self.marker):
-            with open(self.marker, "w"):
-                pass
-            os._exit(1)
+        if finish != "executing" or "calibview-scoring" not in str(key):
+            return
+        # both workers can start a scoring task at the same instant: an exclusive create lets exactly one of them
+        # die (an exists-then-create check let both die once, and with them the broadcast calibrators)
+        try:
+            os.close(os.open(self.marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            return
+        os._exit(1)
 
 
 def test_a_killed_worker_still_gives_the_identical_result(data, tmp_path):
