@@ -181,10 +181,15 @@ class ClasswiseBootstrap:
                 else:
                     self._flush()
                     self._first = (self._acc, self._rest)
-            else:
-                f = self.counts.to(device=self.device, dtype=torch.float32) - 1.0
-                self._first = (f @ self._acc, f.double() @ self._rest)
-                del f
+            else:               # in panels of resamples: a whole (R, units) float64 copy was 131 MB at 2 M rows
+                r = self.counts.shape[0]
+                first = torch.empty((r, self._acc.shape[1]), dtype=torch.float32, device=self.device)
+                rest = torch.empty(r, dtype=torch.float64, device=self.device)
+                for a in range(0, r, _COUNT_PANEL):
+                    f = self.counts[a:a + _COUNT_PANEL].to(device=self.device, dtype=torch.float32) - 1.0
+                    first[a:a + f.shape[0]] = f @ self._acc
+                    rest[a:a + f.shape[0]] = f.double() @ self._rest
+                self._first = (first, rest)
             self._acc = self._rest = None
         return self._first
 
@@ -193,24 +198,10 @@ class ClasswiseBootstrap:
         k, b, dev = self.k, n_bins, self.device
         base = torch.from_numpy(acc.classwise_sums(b)).to(dev)                       # (K, B) float64, exact
         first, rest = self._first_fluct()
-        rows, cols, p, is_label = acc.entries()
-        edges = torch.from_numpy(np.linspace(0.0, 1.0, b + 1)).to(p.device)
-        big = p > edges[1]
-        rows, cols, p = rows[big].to(dev), cols[big].to(dev), p[big]
-        vals = (p - is_label[big].to(torch.float64)).to(dev)
-        bins = (torch.searchsorted(edges, p, side="left") - 1).clamp_(1, b - 1).to(dev)
-        unit = rows if self.units is None else self.units.to(dev)[rows]
         dense_cols = (torch.arange(k, device=dev) if self.columns is None else self.columns)
         slot = torch.full((k,), -1, dtype=torch.int64, device=dev)       # class -> column of the dense part
         slot[dense_cols] = torch.arange(dense_cols.numel(), device=dev)
-        # Sparse rows: higher-bin cells (+v) and, for each entry, the first-bin correction (-v): into its class's
-        # dense column, or into the single "rest" row (id K * B) of the non-negative classes.
-        first_cell = torch.where(slot[cols] >= 0, cols * b, torch.full_like(cols, k * b))
-        cell_ids = torch.cat([cols * b + bins, first_cell])
-        units_all = torch.cat([unit, unit])
-        vals_all = torch.cat([vals, -vals]).to(torch.float32)
-        n_units = self.counts.shape[1]
-        fl_cells, cells = _sparse_fluct(cell_ids, units_all, vals_all, n_units, self.counts, dev)   # (cells, R)
+        fl_cells, cells = self._sparse_cells(acc, b, slot)                                     # (cells, R)
         is_first = (cells == k * b) | (cells % b == 0)
         # dense first-bin columns: exact base + dense fluctuation + sparse corrections
         f_dense = base[dense_cols, 0][None, :].float() + first
@@ -231,6 +222,51 @@ class ClasswiseBootstrap:
             total += (hb[:, None] + fl_cells[higher]).abs().sum(dim=0).double()
         return total.cpu().numpy() / (np.asarray(totals, dtype=np.float64) * k)
 
+    def _sparse_cells(self, acc: StatsAccumulator, b: int, slot: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """((cells, R) float32 fluctuation sums, (cells,) ascending cell ids) of the entries above 1/B: each
+        entry's higher-bin cell (+v, id ``class * B + bin``) and its first-bin correction (-v, into its class's
+        dense column ``class * B``, or the single "rest" cell ``K * B`` of the non-negative classes).
+
+        The entries are taken in ranges of classes of about ENTRY_BLOCK entries each, so the temporaries of
+        building a range's sparse matrix (a dozen vectors of twice its entries) stay O(ENTRY_BLOCK): at
+        2,000,000 x 1,000 they took 430 MB at once for the whole split. A cell's row of the product depends only
+        on its own entries, in row order either way."""
+        k, dev = self.k, self.device
+        rows, cols, p, is_label = acc.entries()
+        edges = torch.from_numpy(np.linspace(0.0, 1.0, b + 1)).to(p.device)
+        big = p > edges[1]
+        per_class = torch.bincount(cols[big].long(), minlength=k).cpu().numpy()
+        cuts = np.searchsorted(np.cumsum(per_class), np.arange(ENTRY_BLOCK, int(per_class.sum()), ENTRY_BLOCK),
+                               side="left") + 1
+        bounds = np.unique(np.r_[0, np.minimum(cuts, k), k])
+        n_units = self.counts.shape[1]
+        mats = []
+        for c0, c1 in zip(bounds[:-1], bounds[1:]):
+            sel = big & (cols >= int(c0)) & (cols < int(c1)) if len(bounds) > 2 else big
+            r_, c_, p_ = rows[sel].to(dev), cols[sel].to(dev).long(), p[sel]
+            vals = (p_ - is_label[sel].to(torch.float64)).to(dev)
+            bins = (torch.searchsorted(edges, p_, side="left") - 1).clamp_(1, b - 1).to(dev)
+            unit = r_ if self.units is None else self.units.to(dev)[r_]
+            first_cell = torch.where(slot[c_] >= 0, c_ * b, torch.full_like(c_, k * b))
+            cell_ids = torch.cat([c_ * b + bins, first_cell])
+            del r_, p_, bins, first_cell, sel
+            mats.append(_cell_matrix(cell_ids, torch.cat([unit, unit]), torch.cat([vals, -vals]).to(torch.float32),
+                                     n_units, dev))
+            del cell_ids, unit, vals
+        cells = torch.cat([c for c, _ in mats]) if mats else torch.zeros(0, dtype=torch.int64, device=dev)
+        out = torch.empty((cells.numel(), self.r), dtype=torch.float32, device=dev)
+        for a in range(0, self.r, 32):
+            panel = (self.counts[a:a + 32].to(device=dev, dtype=torch.float32) - 1.0).T.contiguous()
+            at = 0
+            for c, mat in mats:
+                out[at:at + c.numel(), a:a + 32] = torch.sparse.mm(mat, panel)
+                at += c.numel()
+        is_rest = cells == k * b
+        if int(is_rest.sum()) > 1:      # the rest cell of each range of classes: one row, their sum, at the end
+            total = out[is_rest].sum(dim=0, keepdim=True)
+            out, cells = torch.cat([out[~is_rest], total]), torch.cat([cells[~is_rest], cells[is_rest][:1]])
+        return out, cells
+
     def release(self) -> None:
         """Free the accumulated class-wise sums and buffers (the object is not used after this)."""
         self._acc = self._rest = self._first = self._buf = None
@@ -238,27 +274,29 @@ class ClasswiseBootstrap:
 
 #: bytes of the row buffer of a class-wise accumulator
 _BLOCK_BYTES = 32 << 20
+#: resamples per panel of the per-unit class-wise product
+_COUNT_PANEL = 128
+#: sparse class-wise entries (above 1/B) made into one sparse matrix at a time: ~250 bytes of temporaries each
+ENTRY_BLOCK = 1 << 18
 
 
-def _sparse_fluct(cell_ids: torch.Tensor, units: torch.Tensor, vals: torch.Tensor, n_units: int,
-                  counts: torch.Tensor, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """((cells, R) float32 fluctuation sums ``sum_u (w_ru - 1) v`` of each cell, the cell ids): a CSR (cells,
-    units) product with the resample counts, in panels of 32 resamples."""
+def _cell_matrix(cell_ids: torch.Tensor, units: torch.Tensor, vals: torch.Tensor, n_units: int,
+                 device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """((cells,) ascending cell ids, (cells, units) float32 sparse CSR matrix of ``sum v`` per cell and unit):
+    the values ``vals`` (E,) of entries in cells ``cell_ids`` (E,) and units ``units`` (E,), duplicates summed in
+    their order."""
     cells, local = torch.unique(cell_ids, return_inverse=True)
     key, where = torch.unique(local * n_units + units, return_inverse=True)    # sum duplicates
+    del local
     summed = torch.zeros(key.numel(), dtype=torch.float32, device=device).index_add_(0, where, vals)
+    del where
     local, col = key // n_units, key % n_units
     crow = torch.zeros(cells.numel() + 1, dtype=torch.int64, device=device)
     crow[1:] = torch.cumsum(torch.bincount(local, minlength=cells.numel()), 0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)          # "sparse CSR support is in beta"
         mat = torch.sparse_csr_tensor(crow, col, summed, size=(cells.numel(), n_units), check_invariants=False)
-    r = counts.shape[0]
-    out = torch.empty((cells.numel(), r), dtype=torch.float32, device=device)
-    for a in range(0, r, 32):
-        panel = (counts[a:a + 32].to(device=device, dtype=torch.float32) - 1.0).T.contiguous()
-        out[:, a:a + 32] = torch.sparse.mm(mat, panel)
-    return out, cells
+    return cells, mat
 
 
 def _onehot_features(index: np.ndarray, n_cols: int, columns: list[np.ndarray]) -> np.ndarray:

@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from calibview.core.evaluation import stages as stages_mod
+from calibview.core.stats import bootstrap as bootstrap_mod
 from calibview.core.stats.resampling import Resampler
 from calibview.core.evaluation.cache import LRUCache
 from calibview.core.evaluation.engine import Engine, Setting, evaluate
@@ -243,10 +244,15 @@ def _widened(lo, hi, value):
     return min(lo, value), max(hi, value)
 
 
+@pytest.mark.parametrize("entry_block", [None, 7])
 @pytest.mark.parametrize("path_kind", ["one pass", "two passes, every class", "two passes, mixed classes only"])
-def test_classwise_intervals_equal_explicit_resampling(tmp_path, monkeypatch, path_kind):
+def test_classwise_intervals_equal_explicit_resampling(tmp_path, monkeypatch, path_kind, entry_block):
+    """``entry_block``: the sparse entries above 1/B made into sparse matrices a few at a time (ranges of
+    classes; the mixed-classes path then has a "rest" row in each range, summed into one)."""
     # Confident logits and few samples per class: most classes never have one of their own samples below 1/B,
     # so the restricted product really is restricted (checked below).
+    if entry_block is not None:
+        monkeypatch.setattr(bootstrap_mod, "ENTRY_BLOCK", entry_block)
     path = _write(tmp_path / "cw.h5", seed=3, n=(300, 300), k=200, scale=1.0, margin=(5.0, 2.0))
     if path_kind != "one pass":
         monkeypatch.setattr(stages_mod, "TWO_PASS_FLOPS", 0)

@@ -13,7 +13,7 @@ from calibview.core.evaluation.request import EvalRequest
 from calibview.core.io.logits import read_split
 from calibview.core.io.writer import write_run
 from calibview.core.stats import resampling as poisson
-from calibview.core.stats import smooth_ece
+from calibview.core.stats import bootstrap, smooth_ece
 from calibview.core.stats.metrics import binned_metrics, classwise_ece, sample_stats
 
 
@@ -71,10 +71,13 @@ def _macro_auroc(p, y, k):
 def test_every_metric_of_every_resample_is_the_metric_of_the_weighted_samples(small_file, monkeypatch, grouped):
     """Each resample's value equals the metric recomputed on the samples repeated by their Poisson weights
     (scikit-learn for the AUROC, relplot's SmoothECE algorithm for smECE); a resample's size is the sum of its
-    weights, not N. ``grouped``: groups of samples as units (the large-split path, forced at N = 1,200)."""
+    weights, not N. ``grouped``: groups of samples as units (the large-split path, forced at N = 1,200), with the
+    class-wise product taken a few resamples and a few sparse entries at a time, as at millions of rows."""
     if grouped:
         for name, value in (("UNIT_LIMIT", 500), ("MIN_UNITS", 300), ("MAX_UNITS", 300)):
             monkeypatch.setattr(poisson, name, value)
+        monkeypatch.setattr(bootstrap, "_COUNT_PANEL", 3)
+        monkeypatch.setattr(bootstrap, "ENTRY_BLOCK", 50)
     n_boot, seed = 7, 3
     req = EvalRequest(file=str(small_file), run="net/toy", calibrators=("none",), fit_split=None, n_boot=n_boot,
                       seed=seed, interval="percentile", bootstrap="poisson")
