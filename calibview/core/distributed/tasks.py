@@ -133,8 +133,8 @@ def rank_shard(shard: Shard, fitted: Mapping[str, object], labels: np.ndarray, p
     leave-one-out class-wise ECE of the subsample rows, "p": (n, K) float64 or None}."""
     import torch
 
-    from calibview.core.evaluation.stages import jackknife_chunk
     from calibview.core.stats import auroc as au
+    from calibview.core.stats import jackknife
     from calibview.core.stats.corp.refinement import Refinement
 
     jk = jk or {}
@@ -155,7 +155,7 @@ def rank_shard(shard: Shard, fitted: Mapping[str, object], labels: np.ndarray, p
                 counters[nm].add(p)
                 if nm in jk:
                     rows, sums, n_all = jk[nm]
-                    jackknife_chunk(loo[nm], rows, sums, start, p, y, n_all)
+                    jackknife.add_chunk(loo[nm], rows, sums, start, p, y, n_all)
                 if keep:
                     kept[nm][start:start + p.shape[0]] = p.numpy()
     return {nm: {"gt": counters[nm].gt, "eq": counters[nm].eq, "sum_f": np.array(refs[nm]._sum_f),

@@ -203,8 +203,12 @@ def scoring_pass(job: Job, scores, labels, items, counts, units, note, span) -> 
         report(job.progress, span[0] + (span[1] - span[0]) * stop / n * 0.5,
                f"scoring {label}: {stop:,} of {n:,} rows")
     base_pred = base_pred.cpu().numpy()
-    stats = {nm: accs[nm].result(labels) for nm in names}
+    stats = {}
     for nm in names:
+        check_cancel(job.cancel)
+        stats[nm] = accs[nm].result(labels)
+    for nm in names:
+        check_cancel(job.cancel)
         refs[nm].nodes()
     if two_pass:
         cws = {nm: restricted_classwise(job, counts, stats[nm], bins[nm]) for nm in names}
@@ -221,7 +225,7 @@ def scoring_pass(job: Job, scores, labels, items, counts, units, note, span) -> 
             totals = classwise_totals(job, counts, units)
             for b in bins[nm]:
                 check_cancel(job.cancel)
-                dists[b] = cw.distribution(accs[nm], b, totals)
+                dists[b] = cw.distribution(accs[nm], b, totals, tick=lambda: check_cancel(job.cancel))
             cw.release()
         elif r.n_boot:
             notes.append(cw_note)
@@ -288,7 +292,10 @@ def rank_pass(job: Job, scores, labels, names, pos, counts, units, span, classwi
         note = "no AUROC interval: the resample counts were not kept (see the class-wise ECE note)"
     keep = bool(r.n_boot) and note is None
     y_np = labels.cpu().numpy()
-    counters = {nm: au.AurocCounter(y_np, pos[nm], k) for nm in names}
+    counters = {}
+    for nm in names:            # building one sorts the split's positives: a second at millions of rows
+        check_cancel(job.cancel)
+        counters[nm] = au.AurocCounter(y_np, pos[nm], k)
     kept = {nm: torch.empty((n, k), dtype=torch.float64) for nm in names} if keep else {}
     loo: dict = {nm: {} for nm in jk}
     label = ", ".join(job.fitted[nm].label for nm in names)
@@ -304,7 +311,7 @@ def rank_pass(job: Job, scores, labels, names, pos, counts, units, span, classwi
             p = lp.exp_()                              # in place: the log-probabilities are not needed after
             counters[nm].add(p)
             if nm in jk:
-                jackknife_chunk(loo[nm], *jk[nm], start, p, y, n)
+                jackknife.add_chunk(loo[nm], *jk[nm], start, p, y, n)
             if keep:
                 kept[nm][start:start + z.shape[0]] = p.cpu()
             if classwise.get(nm) is not None:
@@ -317,17 +324,6 @@ def rank_pass(job: Job, scores, labels, names, pos, counts, units, span, classwi
         out[nm] = (counters[nm].value(), dist, note)
     job.timings["auroc"] = job.timings.get("auroc", 0.0) + time.perf_counter() - t1
     return out, {nm: {b: np.concatenate(v) for b, v in per.items()} for nm, per in loo.items()}
-
-
-def jackknife_chunk(out: dict, rows: np.ndarray, sums: dict, start: int, p: torch.Tensor, y: torch.Tensor,
-                     n: int) -> None:
-    """Append to ``out[B]`` the leave-one-out class-wise ECE of the subsample ``rows`` in this chunk (``p``
-    (rows, K) probabilities from row ``start``, ``y`` their labels)."""
-    sub = rows[np.searchsorted(rows, start):np.searchsorted(rows, start + p.shape[0])] - start
-    idx = torch.from_numpy(sub).to(p.device)
-    p_sub, y_sub = p[idx].cpu().numpy(), y[idx].cpu().numpy()
-    for b, s in sums.items():
-        out.setdefault(b, []).append(jackknife.classwise_loo(p_sub, y_sub, s, n))
 
 
 def restricted_classwise(job: Job, counts, stats, bins) -> ClasswiseBootstrap:

@@ -171,9 +171,9 @@ class ClasswiseBootstrap:
         self._fold(last=True)
         return self._total, self._rest
 
-    def _first_fluct(self) -> tuple[torch.Tensor, torch.Tensor]:
+    def _first_fluct(self, tick=None) -> tuple[torch.Tensor, torch.Tensor]:
         """((R, width) float32 or, with shards, float64, (R,) float64) fluctuations of the dense columns and of
-        the rest."""
+        the rest; ``tick()`` (a cancel check) between panels of resamples."""
         if self._first is None:
             if self.units is None:
                 if self.segments is not None:
@@ -186,6 +186,8 @@ class ClasswiseBootstrap:
                 first = torch.empty((r, self._acc.shape[1]), dtype=torch.float32, device=self.device)
                 rest = torch.empty(r, dtype=torch.float64, device=self.device)
                 for a in range(0, r, _COUNT_PANEL):
+                    if tick is not None:
+                        tick()
                     f = self.counts[a:a + _COUNT_PANEL].to(device=self.device, dtype=torch.float32) - 1.0
                     first[a:a + f.shape[0]] = f @ self._acc
                     rest[a:a + f.shape[0]] = f.double() @ self._rest
@@ -193,15 +195,17 @@ class ClasswiseBootstrap:
             self._acc = self._rest = None
         return self._first
 
-    def distribution(self, acc: StatsAccumulator, n_bins: int, totals: np.ndarray) -> np.ndarray:
-        """(R,) class-wise ECE of every resample for ``n_bins`` equal-width bins; ``totals`` (R,) resample sizes."""
+    def distribution(self, acc: StatsAccumulator, n_bins: int, totals: np.ndarray, tick=None) -> np.ndarray:
+        """(R,) class-wise ECE of every resample for ``n_bins`` equal-width bins; ``totals`` (R,) resample sizes;
+        ``tick()`` is called between steps (a cancel check: at millions of rows this takes seconds)."""
         k, b, dev = self.k, n_bins, self.device
+        tick = tick or (lambda: None)
         base = torch.from_numpy(acc.classwise_sums(b)).to(dev)                       # (K, B) float64, exact
-        first, rest = self._first_fluct()
+        first, rest = self._first_fluct(tick)
         dense_cols = (torch.arange(k, device=dev) if self.columns is None else self.columns)
         slot = torch.full((k,), -1, dtype=torch.int64, device=dev)       # class -> column of the dense part
         slot[dense_cols] = torch.arange(dense_cols.numel(), device=dev)
-        fl_cells, cells = self._sparse_cells(acc, b, slot)                                     # (cells, R)
+        fl_cells, cells = self._sparse_cells(acc, b, slot, tick)                                     # (cells, R)
         is_first = (cells == k * b) | (cells % b == 0)
         # dense first-bin columns: exact base + dense fluctuation + sparse corrections
         f_dense = base[dense_cols, 0][None, :].float() + first
@@ -222,7 +226,8 @@ class ClasswiseBootstrap:
             total += (hb[:, None] + fl_cells[higher]).abs().sum(dim=0).double()
         return total.cpu().numpy() / (np.asarray(totals, dtype=np.float64) * k)
 
-    def _sparse_cells(self, acc: StatsAccumulator, b: int, slot: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def _sparse_cells(self, acc: StatsAccumulator, b: int, slot: torch.Tensor, tick
+                      ) -> tuple[torch.Tensor, torch.Tensor]:
         """((cells, R) float32 fluctuation sums, (cells,) ascending cell ids) of the entries above 1/B: each
         entry's higher-bin cell (+v, id ``class * B + bin``) and its first-bin correction (-v, into its class's
         dense column ``class * B``, or the single "rest" cell ``K * B`` of the non-negative classes).
@@ -242,6 +247,7 @@ class ClasswiseBootstrap:
         n_units = self.counts.shape[1]
         mats = []
         for c0, c1 in zip(bounds[:-1], bounds[1:]):
+            tick()
             sel = big & (cols >= int(c0)) & (cols < int(c1)) if len(bounds) > 2 else big
             r_, c_, p_ = rows[sel].to(dev), cols[sel].to(dev).long(), p[sel]
             vals = (p_ - is_label[sel].to(torch.float64)).to(dev)
@@ -256,6 +262,7 @@ class ClasswiseBootstrap:
         cells = torch.cat([c for c, _ in mats]) if mats else torch.zeros(0, dtype=torch.int64, device=dev)
         out = torch.empty((cells.numel(), self.r), dtype=torch.float32, device=dev)
         for a in range(0, self.r, 32):
+            tick()
             panel = (self.counts[a:a + 32].to(device=dev, dtype=torch.float32) - 1.0).T.contiguous()
             at = 0
             for c, mat in mats:

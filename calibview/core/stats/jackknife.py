@@ -93,3 +93,16 @@ def subsample_rows(n: int, seed: int) -> np.ndarray:
         return np.arange(n)
     rng = np.random.default_rng(seed * 7_919 + 104_729)
     return np.sort(rng.choice(n, JACKKNIFE_ROWS, replace=False))
+
+
+def add_chunk(out: dict, rows: np.ndarray, sums: dict, start: int, p, y, n: int) -> None:
+    """Append to ``out[B]`` the leave-one-out class-wise ECE (:func:`classwise_loo`) of the subsample ``rows``
+    (sorted split rows) that fall in one chunk: ``p`` (rows, K) float64 torch probabilities from split row
+    ``start``, ``y`` (rows,) their labels, ``sums`` B -> (K, B) the split's class-wise sums, ``n`` its rows."""
+    import torch
+
+    sub = rows[np.searchsorted(rows, start):np.searchsorted(rows, start + p.shape[0])] - start
+    idx = torch.from_numpy(sub).to(p.device)
+    p_sub, y_sub = p[idx].cpu().numpy(), y[idx].cpu().numpy()
+    for b, s in sums.items():
+        out.setdefault(b, []).append(classwise_loo(p_sub, y_sub, s, n))
