@@ -172,6 +172,7 @@ def main(argv=None) -> int:
             rows = chunk_rows(a.classes)
             chunks = -(-a.rows // rows)
             cancel_ok = c["cancelled"] and c["after_s"] < 1.0
+            worst_phase, worst_gap = max(r["gaps"].items(), key=lambda kv: kv[1])
             text = "\n".join([
                 BEGIN, f"## A split larger than memory: `python benchmarks/bench_scale.py`", "",
                 f"Written by `benchmarks/bench_scale.py` on {started}; {machine}; load average {load0:.2f} at the "
@@ -184,6 +185,8 @@ def main(argv=None) -> int:
                 f"| peak memory (VmHWM) above the imports | {report_mb:,.0f} MB ({r['peak'] / 1e9:.2f} GB in all) | "
                 f"< 1.5 GB | {'yes' if r['peak'] - r['base'] < 1.5e9 else '**no**'} |",
                 f"| cancel set 10 s into a run | {cancel_text} | within 1 s | {'yes' if cancel_ok else '**no**'} |",
+                f"| longest time between two cancel checks (a cancel at the worst moment waits this long) | "
+                f"{worst_gap:.2f} s, during '{worst_phase}' | within 1 s | {'yes' if worst_gap < 1.0 else '**no**'} |",
                 f"| progress | {r['reports']} progress reports, {r['checks']} cancel checks, for "
                 f"{chunks:,} chunks of {rows:,} rows per split | at least one report per chunk | "
                 f"{'yes' if r['reports'] >= chunks else '**no**'} |", "",

@@ -295,7 +295,7 @@ def rank_pass(job: Job, scores, labels, names, pos, counts, units, span, classwi
     counters = {}
     for nm in names:            # building one sorts the split's positives: a second at millions of rows
         check_cancel(job.cancel)
-        counters[nm] = au.AurocCounter(y_np, pos[nm], k)
+        counters[nm] = au.AurocCounter(y_np, pos[nm], k, tick=lambda: check_cancel(job.cancel))
     kept = {nm: torch.empty((n, k), dtype=torch.float64) for nm in names} if keep else {}
     loo: dict = {nm: {} for nm in jk}
     label = ", ".join(job.fitted[nm].label for nm in names)

@@ -81,7 +81,8 @@ class AurocCounter:
     labels : (N,) int64 numpy; pos : (N,) float64 tensor, the probability of each sample's label, read from the
     very matrix that is counted (same bits)."""
 
-    def __init__(self, labels: np.ndarray, pos: torch.Tensor, k: int) -> None:
+    def __init__(self, labels: np.ndarray, pos: torch.Tensor, k: int, tick=None) -> None:
+        tick = tick or (lambda: None)           # a cancel check between the sorts (each ~0.5 s at N = 2,000,000)
         labels = np.asarray(labels, np.int64)
         self.n, self.k_all = int(labels.shape[0]), k
         self.classes = scored_classes(labels, k)
@@ -127,7 +128,9 @@ class AurocCounter:
         # The buckets that hold positives (``flagged``), from the positives sorted by bucket; the table is built in
         # place in int32 (a 64 MB table has no int64 or second copy beside it): the positives' count per bucket,
         # cumulated along each class's row, less each flagged bucket's own count (the count strictly below).
+        tick()
         order = np.lexsort((pv, key))               # by bucket, then value (a bucket's positives in order)
+        tick()
         ks, vs = key[order], pv[order]
         starts = np.flatnonzero(np.r_[True, ks[1:] != ks[:-1]]) if ks.size else np.zeros(0, dtype=np.int64)
         flagged = ks[starts]
@@ -156,8 +159,15 @@ class AurocCounter:
             self._small_vals[has, o] = vs[starts[small[has]] + o]
         self.off = (np.arange(k, dtype=np.int32) * self.nb)[None, :]
         # for multi-valued buckets: positives by (class, rank of value among all positives)
-        self._sorted = np.sort(pv)
-        self._keys = np.sort(pl * (pv.size + 1) + np.searchsorted(self._sorted, pv, side="left"))
+        # (each positive's rank is the start of its value's run in one argsort: searching every positive among
+        # the sorted ones took 0.8 s at 2,000,000 x 1,000)
+        tick()
+        by_value = np.argsort(pv, kind="stable")
+        self._sorted = pv[by_value]
+        run_start = np.where(np.r_[True, self._sorted[1:] != self._sorted[:-1]], np.arange(pv.size), 0)
+        rank = np.empty(pv.size, dtype=np.int64)
+        rank[by_value] = np.maximum.accumulate(run_start) if pv.size else run_start
+        self._keys = np.sort(pl * (pv.size + 1) + rank)
         self._start = np.r_[0, np.cumsum(np.where(scored, count, 0))][:-1]
 
     def _bucket(self, v: np.ndarray) -> np.ndarray:

@@ -388,6 +388,7 @@ class SampleBootstrap:
         self.tick()
         if "rank_order" not in self._helpers:          # sorted once; every block is cumulative sums in that order
             self._helpers["rank_order"] = selective.rank_order(s.conf, s.correct)
+            self.tick()
         out.update(selective.resampled_metrics(self._helpers["rank_order"], block.counts, block.units,
                                                block.totals, store=self._helpers))
         return out

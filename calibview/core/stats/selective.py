@@ -279,11 +279,10 @@ def _unit_matrix(ro: RankOrder, units: torch.Tensor, g: int, device) -> torch.Te
     key, inv = np.unique(block.astype(np.int64) * g + u, return_inverse=True)
     cnt = np.bincount(inv).astype(np.float32)
     err = np.bincount(inv, weights=ro.err).astype(np.float32)
+    # already in CSR order: the unique keys ascend by (point, unit), and every error row comes after every count row
     rows = np.r_[key // g, key // g + p]
     cols = np.r_[key % g, key % g]
     vals = np.r_[cnt, err]
-    order = np.lexsort((cols, rows))
-    rows, cols, vals = rows[order], cols[order], vals[order]
     crow = np.r_[0, np.cumsum(np.bincount(rows, minlength=2 * p))]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)          # "sparse CSR support is in beta"

@@ -335,3 +335,31 @@ def test_every_metric_is_the_same_on_each_scoring_path(tmp_path, monkeypatch):
                 for part in ("value", "lo", "hi"):
                     x, y = getattr(est, part), getattr(b.metrics[m], part)
                     assert (np.isnan(x) and np.isnan(y)) or x == pytest.approx(y, abs=1e-12, rel=0), (a.name, m, part)
+
+
+def test_the_long_steps_between_chunks_look_at_the_cancel(tmp_path, monkeypatch):
+    """At millions of rows, building an AUROC counter, the class-wise resample distribution, the selective
+    metrics' unit matrix and the CORP atoms each take a second or more: each looks at the cancel event inside
+    (from the stage's check or the bootstrap's tick), so a cancel at the worst moment still stops within a
+    second (bench_scale prints the longest gap)."""
+    import inspect
+
+    from calibview.core.stats import resampling
+
+    monkeypatch.setattr(resampling, "UNIT_LIMIT", 100)          # groups of samples, as at millions of rows
+    monkeypatch.setattr(resampling, "MIN_UNITS", 64)
+    monkeypatch.setattr(resampling, "MAX_UNITS", 64)
+    monkeypatch.setattr(bootstrap_mod, "ENTRY_BLOCK", 20)
+    path = _write(tmp_path / "c.h5", seed=5, n=(300, 300), k=20, scale=1.0, margin=(2.0, 1.0))
+    callers = set()
+    real = stages_mod.check_cancel
+
+    def spy(cancel):
+        caller = next(f for f in inspect.stack()[1:] if f.function != "<lambda>")     # a tick is a lambda
+        callers.add(f"{os.path.basename(caller.filename)}:{caller.function}")
+        real(cancel)
+
+    monkeypatch.setattr(stages_mod, "check_cancel", spy)
+    Engine().evaluate(EvalRequest(file=str(path), run="net/toy", calibrators=("none", "ts"), n_boot=40, seed=1))
+    for step in ("auroc.py:__init__", "bootstrap.py:_first_fluct", "bootstrap.py:_sparse_cells", "parts.py:resample"):
+        assert step in callers, step
