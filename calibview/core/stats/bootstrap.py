@@ -383,8 +383,10 @@ class SampleBootstrap:
                "brier": sums[:, 3] / n, "brier_top": sums[:, 4] / n}
         if smooth:
             self.tick()
-            out["smece"] = smooth_ece.smece_resampled(s.conf, s.correct, panels=block.panels(),
-                                                     store=self._helpers).numpy()
+            panels = block.panels()
+            self.tick()             # panels, then the binning and the fits: 1 s together at 2 M rows
+            out["smece"] = smooth_ece.smece_resampled(s.conf, s.correct, panels=panels, store=self._helpers).numpy()
+            del panels
         self.tick()
         if "rank_order" not in self._helpers:          # sorted once; every block is cumulative sums in that order
             self._helpers["rank_order"] = selective.rank_order(s.conf, s.correct)

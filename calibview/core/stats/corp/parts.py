@@ -137,7 +137,10 @@ def resample(boot, block, k: int, refinement: Optional[RefinementResult]) -> dic
     cells = torch.sparse.mm(mat, block.counts.T.contiguous().to(mat.device)).double().cpu().numpy()   # (2V, R_b)
     v = cells.shape[0] // 2
     rb = len(block)
-    s_r = np.array([_pav_scores(cells[:v, r], cells[v:, r]) for r in range(rb)]).reshape(rb, 2)
+    s_r = np.empty((rb, 2))
+    for r in range(rb):             # one isotonic fit per resample: a block of them took 1.4 s at 2 M rows
+        boot.tick()
+        s_r[r] = _pav_scores(cells[:v, r], cells[v:, r])
     acc = sums[:, 0] / n
     with np.errstate(divide="ignore", invalid="ignore"):
         unc_b = acc * (1.0 - acc)
