@@ -75,7 +75,7 @@ def _grouped_p(rng: np.random.Generator, c: np.ndarray, b: np.ndarray, n_bins: i
     """The p-value of the ECE test with outcomes redrawn per (bin, confidence cell) group (module docstring)."""
     cell = np.minimum((c * CELLS).astype(np.int64), CELLS - 1)
     # the groups present, as np.unique(..., return_inverse=True) gives them, by counting over the (bin, cell) grid
-    # instead of sorting N keys (0.18 s against 0.02 s at N = 2,000,000)
+    # instead of sorting N keys (0.31 s against 0.01 s at N = 2,000,000)
     full = b.astype(np.int64) * CELLS + cell
     per_key = np.bincount(full, minlength=n_bins * CELLS)
     key = np.flatnonzero(per_key)
