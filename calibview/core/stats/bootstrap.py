@@ -171,7 +171,7 @@ class ClasswiseBootstrap:
         self._fold(last=True)
         return self._total, self._rest
 
-    def _first_fluct(self, tick=None) -> tuple[torch.Tensor, torch.Tensor]:
+    def _first_fluct(self, tick) -> tuple[torch.Tensor, torch.Tensor]:
         """((R, width) float32 or, with shards, float64, (R,) float64) fluctuations of the dense columns and of
         the rest; ``tick()`` (a cancel check) between panels of resamples."""
         if self._first is None:
@@ -186,8 +186,7 @@ class ClasswiseBootstrap:
                 first = torch.empty((r, self._acc.shape[1]), dtype=torch.float32, device=self.device)
                 rest = torch.empty(r, dtype=torch.float64, device=self.device)
                 for a in range(0, r, _COUNT_PANEL):
-                    if tick is not None:
-                        tick()
+                    tick()
                     f = self.counts[a:a + _COUNT_PANEL].to(device=self.device, dtype=torch.float32) - 1.0
                     first[a:a + f.shape[0]] = f @ self._acc
                     rest[a:a + f.shape[0]] = f.double() @ self._rest
@@ -248,6 +247,7 @@ class ClasswiseBootstrap:
         mats = []
         for c0, c1 in zip(bounds[:-1], bounds[1:]):
             tick()
+            # a mask per range, not one sort by class: the sort's indices would cost 8 bytes per entry
             sel = big & (cols >= int(c0)) & (cols < int(c1)) if len(bounds) > 2 else big
             r_, c_, p_ = rows[sel].to(dev), cols[sel].to(dev).long(), p[sel]
             vals = (p_ - is_label[sel].to(torch.float64)).to(dev)
@@ -386,7 +386,6 @@ class SampleBootstrap:
             panels = block.panels()
             self.tick()             # panels, then the binning and the fits: 1 s together at 2 M rows
             out["smece"] = smooth_ece.smece_resampled(s.conf, s.correct, panels=panels, store=self._helpers).numpy()
-            del panels
         self.tick()
         if "rank_order" not in self._helpers:          # sorted once; every block is cumulative sums in that order
             self._helpers["rank_order"] = selective.rank_order(s.conf, s.correct)
