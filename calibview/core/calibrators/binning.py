@@ -43,7 +43,7 @@ import torch
 from calibview.core.calibrators.base import Fitted, Method, fit_checks, registered
 from calibview.core.calibrators.temperature import log_probabilities
 from calibview.core.errors import CalibviewError, check_cancel, report
-from calibview.core.stats.metrics import chunk_rows
+from calibview.core.stats.metrics import chunk_rows, row_argmax
 
 # Rows per pass at fit time: chunk_rows(K) (float64 (rows, K) temporaries of ~16 MB); apply receives chunks from
 # its caller.
@@ -327,7 +327,7 @@ class MRR(Method):
         rows = chunk_rows(k)
         for start in range(0, n, rows):
             check_cancel(cancel)
-            pred = scores[start:start + rows].argmax(dim=1)
+            pred = row_argmax(scores[start:start + rows])
             correct += int((pred == labels[start:start + rows].to(pred.device)).sum())
         acc = correct / n
         report(progress, 1.0, f"MRR: fit-split accuracy {acc:.6g}")

@@ -88,7 +88,7 @@ def score_shard(shard: Shard, fitted: Mapping[str, object], bins: tuple[int, ...
     from calibview.core.evaluation.stages import score_chunk
     from calibview.core.stats.bootstrap import ClasswiseBootstrap
     from calibview.core.stats.corp.refinement import Refinement
-    from calibview.core.stats.metrics import StatsAccumulator
+    from calibview.core.stats.metrics import StatsAccumulator, row_argmax
 
     with torch.inference_mode(), opened(shard, chunk_rows) as split:
         n, k = shard.n, shard.k
@@ -104,7 +104,7 @@ def score_shard(shard: Shard, fitted: Mapping[str, object], bins: tuple[int, ...
             cws = {nm: ClasswiseBootstrap(counts, k, units=units, segments=[0]) for nm in fitted}
         base_pred = np.empty(n, np.int64)
         for start, z, y in split.chunks():
-            base_pred[start:start + z.shape[0]] = z.argmax(dim=1).numpy()
+            base_pred[start:start + z.shape[0]] = row_argmax(z).numpy()
             for nm, f in fitted.items():
                 score_chunk(accs[nm], f, start, z, y, pos[nm], cws[nm], refs[nm])
         labels = split.labels.numpy().copy()

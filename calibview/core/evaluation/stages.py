@@ -45,7 +45,7 @@ from calibview.core.stats import jackknife
 from calibview.core.stats.corp import parts as corp_parts
 from calibview.core.stats.corp.refinement import Refinement
 from calibview.core.stats.resampling import resample_sizes
-from calibview.core.stats.metrics import StatsAccumulator, chunk_rows
+from calibview.core.stats.metrics import StatsAccumulator, chunk_rows, row_argmax
 from calibview.core.stats.points import resample_part
 from calibview.core.errors import check_cancel, report
 from calibview.core.evaluation.job import Job
@@ -196,7 +196,7 @@ def scoring_pass(job: Job, scores, labels, items, counts, units, note, span) -> 
     for start, z, y in split_chunks(job, scores, labels):
         check_cancel(job.cancel)
         stream.trim_heap()          # the previous chunk's temporaries: see stream.trim_heap (in memory too)
-        base_pred[start:start + z.shape[0]] = z.argmax(dim=1)
+        base_pred[start:start + z.shape[0]] = row_argmax(z)
         for nm in names:
             score_chunk(accs[nm], job.fitted[nm], start, z, y, pos[nm], cws[nm], refs[nm])
         stop = start + z.shape[0]

@@ -6,7 +6,7 @@ import torch
 from sklearn.metrics import brier_score_loss, log_loss
 
 from calibview.core.stats.metrics import (binned_metrics, classwise_ece, equal_width_bin, equal_width_table,
-                                    resolve_bins, sample_stats, wilson_interval)
+                                    resolve_bins, row_argmax, sample_stats, top_label, wilson_interval)
 
 
 def _random_logits(n, k, seed, scale=3.0):
@@ -210,3 +210,43 @@ def test_classwise_entries_are_every_probability_above_the_first_edge_in_row_ord
     np.testing.assert_array_equal(vals, q[want_r, want_c])
     np.testing.assert_array_equal(is_label, y[want_r] == want_c)
     assert 0 < 10 * np.count_nonzero(want_r < 150) < np.count_nonzero(want_r >= 150)    # the dense part outgrew it
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])
+def test_row_argmax_is_torch_argmax_with_ties_nan_and_strides(dtype):
+    g = torch.Generator().manual_seed(0)
+    rng = np.random.default_rng(0)
+    for trial in range(200):
+        n, k = int(rng.integers(1, 40)), int(rng.integers(1, 8))
+        x = torch.randint(-2, 3, (n, k), generator=g).to(dtype)      # small integers: many ties
+        if trial % 3 == 0:
+            x.view(-1)[int(rng.integers(n * k))] = float("nan")
+        if trial % 5 == 0:
+            x.view(-1)[int(rng.integers(n * k))] = float("-inf")
+        for view in (x, x.t(), x.flip(1)):
+            assert torch.equal(row_argmax(view), view.argmax(dim=1))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_top_label_against_numpy_softmax_with_ties(dtype):
+    rng = np.random.default_rng(5)
+    z = rng.integers(-3, 4, size=(3000, 7)).astype(np.float64)    # ties for the top class in many rows
+    z[:1000] *= 7.5
+    y = rng.integers(0, 7, size=3000)
+    conf, correct = top_label(torch.from_numpy(z).to(dtype), torch.from_numpy(y), rows=256)
+    p = np.exp(z - z.max(1, keepdims=True))
+    p /= p.sum(1, keepdims=True)
+    np.testing.assert_allclose(conf, p.max(1), rtol=1e-14, atol=0)
+    np.testing.assert_array_equal(correct, (p.argmax(1) == y).astype(np.float64))
+
+
+@pytest.mark.parametrize("n_bins", [1, 2, 3, 7, 10, 15, 49, 100, 1000, 4096])
+def test_equal_width_bin_equals_a_binary_search_of_the_edges(n_bins):
+    # the guess-and-correct rule against np.searchsorted, on values at, just above and just below every edge
+    rng = np.random.default_rng(n_bins)
+    edges = np.linspace(0.0, 1.0, n_bins + 1)
+    v = np.concatenate([rng.random(5000), edges, np.nextafter(edges, 2.0), np.nextafter(edges, -1.0),
+                        [-0.5, 1.5, -1e300, 1e300, 5e-324, np.nan, np.inf, -np.inf]])
+    ref = np.clip(np.searchsorted(edges, v, side="left") - 1, 0, n_bins - 1)
+    np.testing.assert_array_equal(equal_width_bin(v, n_bins), ref)
+    np.testing.assert_array_equal(equal_width_bin(v[:-3], n_bins), ref[:-3])     # the finite (fast) path
