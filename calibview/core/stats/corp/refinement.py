@@ -63,28 +63,44 @@ def _moments2(v: torch.Tensor, beta: float) -> tuple[torch.Tensor, ...]:
     return e, t, z, e1, e2
 
 
-def _node(u: torch.Tensor, y: torch.Tensor, beta: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """((rows, 5) NLL f, f', ..., f'''' and (rows, 4) Brier b, ..., b''') at ``beta`` of (rows, K)
-    float64 log-probabilities ``u`` clamped at _FLOOR, labels ``y``. Raw moments of ``u - max_k u`` (<= 0), so
-    that a confident row's moments are small numbers and the cumulants lose nothing to cancellation. The moments
-    are summed over the unnormalised weights exp(beta v) and divided by their row sum z afterwards (a division
-    of (rows,) sums, not of the (rows, K) block); each power of v multiplies one running product in place."""
-    top = u.max(dim=1).values
-    v = u - top[:, None]
-    e, t, z, e1, e2 = _moments2(v, beta)
-    v_y = v.gather(1, y[:, None])[:, 0]
-    e3 = t.mul_(v).sum(1) / z
-    e4 = t.mul_(v).sum(1) / z
+def _node_sums(u: torch.Tensor, y: torch.Tensor, beta: float, out: torch.Tensor) -> None:
+    """Write into ``out`` (10, rows) float64 each row's sums over k of the unnormalised weights e = exp(beta v) of
+    (rows, K) float64 log-probabilities ``u`` (labels ``y``) clamped at _FLOOR, ``v = u - max_k u`` (<= 0):
+    sum e, sum e v, ..., sum e v^4, sum e^2, sum e^2 v, ..., sum e^2 v^3, and v at the label.
+
+    Raw moments of v, not of u, so that a confident row's moments are small numbers and the cumulants lose
+    nothing to cancellation. Each power of v multiplies one running product in place, and each row sum goes
+    straight into its row of ``out``: the (rows,) arithmetic runs once per chunk in :func:`_node_derivatives`,
+    not per block (a block at K = 21,843 is 12 rows, and some 40 small operations per block cost as much as its
+    exp). ``amax``, not ``max``: torch's max with indices took 4x as long as the values alone."""
+    top = u.amax(dim=1, keepdim=True).clamp_(min=_FLOOR)
+    # (u - top) floored at (_FLOOR - top) is (u floored at _FLOOR) - top to the last bit, without a clamped copy
+    v = torch.sub(u, top).clamp_(min=_FLOOR - top)
+    e = torch.mul(v, beta).exp_()
+    torch.sum(e, 1, out=out[0])
+    t = e * v
+    torch.sum(t, 1, out=out[1])
+    for j in (2, 3, 4):
+        torch.sum(t.mul_(v), 1, out=out[j])
+    q = e.mul_(e)                             # e is not needed after: p^2 = e^2 / z^2
+    torch.sum(q, 1, out=out[5])
+    for j in (6, 7, 8):
+        torch.sum(q.mul_(v), 1, out=out[j])
+    out[9] = v.gather(1, y[:, None])[:, 0]
+
+
+def _node_derivatives(raw: torch.Tensor, beta: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """((rows, 5) NLL f, f', ..., f'''' and (rows, 4) Brier b, ..., b''') at ``beta`` from the (10, rows) sums of
+    :func:`_node_sums`: the raw moments are those sums divided by their row sum z (a division of (rows,) sums,
+    not of the (rows, K) block), then turned into cumulants (NLL) and moments of p^2 about the mean (Brier)."""
+    z, v_y = raw[0], raw[9]
+    e1, e2, e3, e4 = (raw[j] / z for j in (1, 2, 3, 4))
     k2 = e2 - e1 * e1
     k3 = e3 - 3.0 * e1 * e2 + 2.0 * e1 ** 3
     k4 = e4 - 4.0 * e1 * e3 - 3.0 * e2 * e2 + 12.0 * e1 * e1 * e2 - 6.0 * e1 ** 4
     f = torch.stack([z.log() - beta * v_y, e1 - v_y, k2, k3, k4], 1)
     zz = z * z
-    q = e.mul_(e)                             # e is not needed after: p^2 = e^2 / z^2
-    g0 = q.sum(1) / zz
-    h1 = q.mul_(v).sum(1) / zz
-    h2 = q.mul_(v).sum(1) / zz
-    h3 = q.mul_(v).sum(1) / zz
+    g0, h1, h2, h3 = (raw[j] / zz for j in (5, 6, 7, 8))
     m = e1                                    # centre: d = v - m
     g1 = h1 - m * g0
     g2 = h2 - 2.0 * m * h1 + m * m * g0
@@ -104,17 +120,20 @@ _BLOCK_ENTRIES = 1 << 18
 
 
 def _blocks(u: torch.Tensor, y: torch.Tensor, beta: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """:func:`_node` over blocks of rows (clamping each), concatenated."""
+    """:func:`_node_derivatives` of (rows, K) float64 log-probabilities ``u`` and labels ``y``, their sums taken
+    over blocks of rows."""
     rows = max(1, _BLOCK_ENTRIES // max(u.shape[1], 1))
-    out = [_node(u[a:a + rows].clamp(min=_FLOOR), y[a:a + rows], beta) for a in range(0, u.shape[0], rows)]
-    return torch.cat([o[0] for o in out]), torch.cat([o[1] for o in out])
+    raw = torch.empty((10, u.shape[0]), dtype=torch.float64, device=u.device)
+    for a in range(0, u.shape[0], rows):
+        _node_sums(u[a:a + rows], y[a:a + rows], beta, raw[:, a:a + rows])
+    return _node_derivatives(raw, beta)
 
 
 def _curve_sums(v: torch.Tensor, v_y: torch.Tensor, beta: float) -> np.ndarray:
-    """(3,) sums over rows of the NLL f and its first two derivatives in beta (:func:`_node`'s first three
-    columns) of (rows, K) float64 ``v = u - max_k u`` (u clamped at _FLOOR) and (rows,) ``v_y``: what the first
-    beta's search evaluates some 30 times on one subsample, so ``v`` is computed once and the third and fourth
-    cumulants, which the search does not read, are left out."""
+    """(3,) sums over rows of the NLL f and its first two derivatives in beta (the first three columns of
+    :func:`_node_derivatives`' f) of (rows, K) float64 ``v = u - max_k u`` (u clamped at _FLOOR) and (rows,)
+    ``v_y``: what the first beta's search evaluates some 30 times on one subsample, so ``v`` is computed once and
+    the third and fourth cumulants, which the search does not read, are left out."""
     rows = max(1, _BLOCK_ENTRIES // max(v.shape[1], 1))
     out = np.zeros(3)
     for a in range(0, v.shape[0], rows):
@@ -195,7 +214,7 @@ class Refinement:
         y = torch.cat([s[1] for s in self._sub])
         self._sub = []
         m = u.shape[0]
-        v = u - u.max(dim=1).values[:, None]          # u was clamped at _FLOOR as the subsample was taken
+        v = u - u.amax(dim=1, keepdim=True)           # u was clamped at _FLOOR as the subsample was taken
         v_y = v.gather(1, y[:, None])[:, 0]
         cv = self._at1 / self.n - _curve_sums(v, v_y, 1.0)[1:] / m     # split minus subsample: f', f'' at 1
 
