@@ -16,7 +16,7 @@ from calibview.core.calibrators import checks
 from calibview.core.calibrators.base import Method
 from calibview.core.errors import check_cancel, report
 from calibview.core.io import stream
-from calibview.core.stats.metrics import chunk_rows, ece_from_sums, equal_width_table
+from calibview.core.stats.metrics import chunk_rows, ece_from_sums, equal_width_table, row_argmax
 
 
 def log_probabilities(scores: torch.Tensor) -> torch.Tensor:
@@ -256,9 +256,9 @@ class TemperatureGrid(Temperature):
         z = scores.to(torch.float64)
         if floor is not None:
             z = z.clamp_min(floor)
-        pred = z.argmax(dim=1)      # T > 0 never changes the arg-max
+        pred = row_argmax(z)        # T > 0 never changes the arg-max
         correct = (pred == labels).to(torch.float64).cpu().numpy()
-        zmax = z.max(dim=1, keepdim=True).values
+        zmax = z.amax(dim=1, keepdim=True)
         gap = torch.where(torch.isfinite(z), z - zmax, torch.full((), -math.inf, dtype=torch.float64,
                                                                    device=z.device))
         best_t, best_ece = None, math.inf
