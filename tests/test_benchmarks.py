@@ -28,3 +28,18 @@ def test_benchmark_suite_runs_quick(tmp_path):
         # torchmetrics bins float32 confidences (RESULTS.md): a sample near a bin edge can land in the next bin
         tol = 1e-4 if r["peer"].startswith("torchmetrics") else 1e-6
         assert float(r["agree"].split("|diff| ")[1]) < tol, r
+
+
+def test_float32_fit_benchmark_writes_its_section(tmp_path):
+    md = tmp_path / "RESULTS.md"
+    md.write_text("# results\n\n<!-- other -->\nkept\n<!-- /other -->\n")
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "bench_float32_fit.py"), "--quick",
+                          "--out", str(md)], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    text = md.read_text()
+    assert "<!-- other -->\nkept\n<!-- /other -->" in text            # the other sections stay as they were
+    section = text[text.index("<!-- bench_float32_fit -->"):text.index("<!-- /bench_float32_fit -->")]
+    for row in ("one objective + gradient evaluation", "the fit: float64 L-BFGS", "then float64",
+                "largest difference of the fitted (W, b)", "start moved by 1e-6"):
+        assert row in section, row
+    assert "the float32 start could be kept" in section or "the float32 start is not kept" in section
