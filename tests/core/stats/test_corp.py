@@ -154,3 +154,33 @@ def test_the_grouped_ece_redraws_of_a_large_split_keep_the_test_uniform_and_powe
     assert stats.kstest(ps, "uniform").pvalue > 0.01
     f, a = _calibrated(rng, 10_000, temperature=1.5)
     assert sig.p_ece(f, a, 15, n_resamples=1000)[1] < 0.01
+
+
+def test_the_grouped_redraws_sum_each_bin_as_a_plain_loop_over_the_groups_does(monkeypatch):
+    """The grouped test's per-bin sums of the binomial redraws against a loop over (redraw, group), with the groups
+    found by np.unique and the same seeded draws: the same p-value, to the last count."""
+    monkeypatch.setattr(sig, "EXACT_MAX", 100)
+    f, a = _calibrated(np.random.default_rng(5), 3000)
+    n_bins, n_res, seed = 10, 150, 4          # 150 redraws: two full blocks of 64 and a partial one
+    edges = np.linspace(0.0, 1.0, n_bins + 1)
+    b = np.clip(np.searchsorted(edges, f, side="left") - 1, 0, n_bins - 1)
+    s_conf = np.bincount(b, weights=f, minlength=n_bins)
+    ece = np.abs(np.bincount(b, weights=a, minlength=n_bins) - s_conf).sum() / f.size
+    cell = np.minimum((f * sig.CELLS).astype(np.int64), sig.CELLS - 1)
+    keys, inv = np.unique(b * sig.CELLS + cell, return_inverse=True)
+    size = np.bincount(inv)
+    mean = np.clip(np.bincount(inv, weights=f) / size, 0.0, 1.0)
+    rng = np.random.default_rng(np.random.SeedSequence([seed, 27]))
+    above = 0
+    for start in range(0, n_res, sig._BLOCK):
+        rows = min(sig._BLOCK, n_res - start)
+        drawn = rng.binomial(size[None, :], mean[None, :], size=(rows, size.size))
+        for i in range(rows):
+            sums = np.zeros(n_bins)
+            for g in range(size.size):
+                sums[keys[g] // sig.CELLS] += drawn[i, g]
+            above += int(np.abs(sums - s_conf).sum() / f.size >= ece - 1e-15)
+    got_ece, got_p = sig.p_ece(f, a, n_bins, n_resamples=n_res, seed=seed)
+    assert got_ece == pytest.approx(ece, abs=1e-15)
+    assert got_p == (1 + above) / (n_res + 1)
+    assert 0.0 < got_p < 1.0 and above > 0        # a case where the count is neither 0 nor every redraw
