@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 import pytest
+import torch
 from scipy import stats
 from sklearn.isotonic import IsotonicRegression
 
@@ -184,3 +185,42 @@ def test_the_grouped_redraws_sum_each_bin_as_a_plain_loop_over_the_groups_does(m
     assert got_ece == pytest.approx(ece, abs=1e-15)
     assert got_p == (1 + above) / (n_res + 1)
     assert 0.0 < got_p < 1.0 and above > 0        # a case where the count is neither 0 nor every redraw
+
+
+def test_the_refinement_nodes_are_torch_autograds_derivatives_in_beta():
+    """Per row, the NLL f(beta) = log sum_k exp(beta v_k) - beta v_y and its first four derivatives, and the Brier
+    term b(beta) = sum_k p_k^2 - 2 p_y + 1 and its first three (p = softmax(beta v)), against torch autograd
+    differentiating the plain formulas in float64 (one beta per row, so a sum's gradient is each row's own);
+    rows of exact zeros (-inf), of a near-certain class and of a uniform one included, and blocks of 3 rows."""
+    from calibview.core.stats.corp import refinement as rf
+
+    rng = np.random.default_rng(8)
+    z = rng.normal(size=(40, 6)) * 3.0
+    z[0, :2] = -np.inf                 # exact zeros
+    z[1] = [40.0, 0, 0, 0, 0, 0]        # a near-certain class
+    z[2] = 0.0                          # uniform
+    u = torch.log_softmax(torch.from_numpy(z), dim=1)
+    y = torch.from_numpy(rng.integers(0, 6, size=40))
+    beta0 = 0.8
+    old = rf._BLOCK_ENTRIES
+    try:
+        rf._BLOCK_ENTRIES = 18          # 3 rows per block: the sums of several blocks land in one (10, N) array
+        f, b = rf._blocks(u, y, beta0)
+    finally:
+        rf._BLOCK_ENTRIES = old
+    v = u.clamp(min=rf._FLOOR)
+    v = v - v.max(dim=1, keepdim=True).values
+    beta = torch.full((40,), beta0, dtype=torch.float64, requires_grad=True)
+
+    def derivatives(value, order):
+        out, cur = [value.detach()], value
+        for _ in range(order):
+            (cur,) = torch.autograd.grad(cur.sum(), beta, create_graph=True)
+            out.append(cur.detach())
+        return torch.stack(out, 1)
+    v_y = v.gather(1, y[:, None])[:, 0]
+    nll = torch.logsumexp(beta[:, None] * v, dim=1) - beta * v_y
+    p = torch.softmax(beta[:, None] * v, dim=1)
+    brier = (p * p).sum(1) - 2.0 * p.gather(1, y[:, None])[:, 0] + 1.0
+    torch.testing.assert_close(f, derivatives(nll, 4), rtol=1e-9, atol=1e-11)
+    torch.testing.assert_close(b, derivatives(brier, 3), rtol=1e-9, atol=1e-11)
