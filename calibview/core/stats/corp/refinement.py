@@ -45,16 +45,16 @@ _FLOOR = -1e3
 _GRID = np.exp(np.linspace(math.log(1 / 16), math.log(16), 9))
 
 
-def _moments2(v: torch.Tensor, beta: float) -> tuple[torch.Tensor, ...]:
-    """(e, t, z, e1, e2) of (rows, K) ``v = u - max_k u``: the unnormalised weights e = exp(beta v) (rows, K),
-    t = e v^2 (rows, K, a running product the caller may continue in place), their row sum z and the first two
-    raw moments of v under softmax(beta v), (rows,) each."""
-    e = (v * beta).exp_()
-    z = e.sum(1)
+def _moments2(v: torch.Tensor, beta: float, out: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Write into ``out`` (3, rows) float64 the row sums of the unnormalised weights e = exp(beta v) of (rows, K)
+    ``v = u - max_k u``, of e v and of e v^2; return (e, t = e v^2), both (rows, K), t a running product the caller
+    may continue in place."""
+    e = torch.mul(v, beta).exp_()
+    torch.sum(e, 1, out=out[0])
     t = e * v
-    e1 = t.sum(1) / z
-    e2 = t.mul_(v).sum(1) / z
-    return e, t, z, e1, e2
+    torch.sum(t, 1, out=out[1])
+    torch.sum(t.mul_(v), 1, out=out[2])
+    return e, t
 
 
 def _node_sums(u: torch.Tensor, y: torch.Tensor, beta: float, out: torch.Tensor) -> None:
@@ -70,11 +70,8 @@ def _node_sums(u: torch.Tensor, y: torch.Tensor, beta: float, out: torch.Tensor)
     top = u.amax(dim=1, keepdim=True).clamp_(min=_FLOOR)
     # (u - top) floored at (_FLOOR - top) is (u floored at _FLOOR) - top to the last bit, without a clamped copy
     v = torch.sub(u, top).clamp_(min=_FLOOR - top)
-    e = torch.mul(v, beta).exp_()
-    torch.sum(e, 1, out=out[0])
-    t = e * v
-    torch.sum(t, 1, out=out[1])
-    for j in (2, 3, 4):
+    e, t = _moments2(v, beta, out)
+    for j in (3, 4):
         torch.sum(t.mul_(v), 1, out=out[j])
     q = e.mul_(e)                             # e is not needed after: p^2 = e^2 / z^2
     torch.sum(q, 1, out=out[5])
@@ -130,9 +127,13 @@ def _curve_sums(v: torch.Tensor, v_y: torch.Tensor, beta: float) -> np.ndarray:
     the third and fourth cumulants, which the search does not read, are left out."""
     rows = max(1, _BLOCK_ENTRIES // max(v.shape[1], 1))
     out = np.zeros(3)
+    raw = torch.empty((3, min(rows, v.shape[0])), dtype=torch.float64, device=v.device)
     for a in range(0, v.shape[0], rows):
         vb, vy = v[a:a + rows], v_y[a:a + rows]
-        _, _, z, e1, e2 = _moments2(vb, beta)
+        sums = raw[:, :vb.shape[0]]
+        _moments2(vb, beta, sums)
+        z = sums[0]
+        e1, e2 = sums[1] / z, sums[2] / z
         out += [float((z.log() - beta * vy).sum()), float((e1 - vy).sum()), float((e2 - e1 * e1).sum())]
     return out
 
