@@ -7,8 +7,8 @@ Why: run.py's "matrix scaling, per iteration" row compares calibview's float64 o
 autograd in float32, and a float64 matrix product cannot beat a float32 one. The alternative is a fit that takes
 its first L-BFGS iterations on float32 evaluations and finishes in float64, kept only if its fitted parameters
 agree with the float64 fit's to 1e-9. This script measures that alternative (it is not in calibview): per
-evaluation, float64 (calibview's ``scaling_fit.Objective``), float32 (the same arithmetic on float32 features, sums
-and gradient added up in float64 per chunk) and torch autograd in float32 (run.py's peer); then the whole fit both
+evaluation, float64 (calibview's ``scaling_fit.Objective``), float32 (its ``_accumulate`` on float32 features, each
+chunk's sums added up in float64) and torch autograd in float32 (run.py's peer); then the whole fit both
 ways, and the largest difference of the fitted (W, b) in their canonical form. For scale it also refits in
 float64 from a start moved by one part in a million: how closely L-BFGS's stopping rule pins the parameters at
 all. The same synthetic logits as run.py (the ``val`` split of ``synthetic.write(..., seed=1)``), the ODIR penalty
@@ -39,7 +39,8 @@ sys.path.insert(0, HERE)
 import synthetic  # noqa: E402
 from sections import cpu_name, write_section  # noqa: E402
 
-from calibview.core.calibrators.scaling_fit import Objective, _unpack, canonical, minimise  # noqa: E402
+from calibview.core.calibrators.scaling_fit import (Objective, _accumulate, _unpack, canonical,  # noqa: E402
+                                                    minimise)
 from calibview.core.calibrators.temperature import fit_temperature  # noqa: E402
 from calibview.core.io.stream import tune_allocator  # noqa: E402
 
@@ -51,8 +52,8 @@ AGREE = 1e-9
 
 
 class Float32Objective(Objective):
-    """calibview's matrix-scaling objective with the NLL and its gradient evaluated on float32 features: the same
-    arithmetic as ``scaling_fit._accumulate`` in float32 per chunk, each chunk's sums added in float64."""
+    """calibview's matrix-scaling objective with the NLL and its gradient evaluated on float32 features: each
+    chunk through calibview's own ``scaling_fit._accumulate`` in float32, its sums added up in float64."""
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -65,15 +66,11 @@ class Float32Objective(Objective):
         g_b = torch.zeros(self.k, dtype=torch.float64)
         total = 0.0
         for s in range(0, self.n, self.rows):
-            uc, yc = self.u32[s:s + self.rows], self.y[s:s + self.rows, None]
-            a = torch.addmm(b32, uc, a32.T)
-            a.sub_(a.amax(dim=1, keepdim=True))
-            a_y = a.gather(1, yc)
-            ss = a.exp_().sum(dim=1, keepdim=True)
-            total += float((ss.log() - a_y).double().sum())
-            a.div_(ss).scatter_add_(1, yc, torch.full_like(a_y, -1.0))      # softmax - one-hot
-            g_b += a.sum(dim=0).double()
-            g_a += (a.T @ uc).double()
+            t32, ga32, gb32 = (torch.zeros(shape, dtype=torch.float32) for shape in ((), (self.k, self.k), self.k))
+            _accumulate(True, a32, b32, self.u32[s:s + self.rows], self.y[s:s + self.rows, None], t32, ga32, gb32)
+            total += float(t32)
+            g_a += ga32.double()
+            g_b += gb32.double()
         return total / self.n, torch.cat([g_a.reshape(-1), g_b]) / self.n
 
 
