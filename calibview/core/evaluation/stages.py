@@ -44,7 +44,7 @@ from calibview.core.stats.bootstrap import ClasswiseBootstrap, SampleBootstrap, 
 from calibview.core.stats import jackknife
 from calibview.core.stats.corp import parts as corp_parts
 from calibview.core.stats.corp.refinement import Refinement
-from calibview.core.stats.resampling import resample_sizes
+from calibview.core.stats.resampling import PARALLEL_MAX_ROWS, for_each, resample_sizes
 from calibview.core.stats.metrics import StatsAccumulator, chunk_rows, row_argmax
 from calibview.core.stats.points import resample_part
 from calibview.core.errors import check_cancel, report
@@ -361,8 +361,9 @@ def _on_chunk(pos: torch.Tensor, cw: Optional[ClasswiseBootstrap], ref: Optional
 def resample_stage(job: Job) -> None:
     """Fill ``job.dists`` (needs ``job.scored``): for each calibrator and metric part (``job.parts()``) not in the
     cache (key ``job.dist_key``), metric -> (n_boot,) float64 over the request's resamples, drawn block by block
-    (:class:`~calibview.core.stats.resampling.Resampler`); counted in ``job.counters["resampled"]``. Then the
-    calibration tests (:func:`test_stage`)."""
+    (:class:`~calibview.core.stats.resampling.Resampler`), a block's calibrators side by side in threads
+    (:func:`~calibview.core.stats.resampling.for_each`); counted in ``job.counters["resampled"]``. The calibration
+    tests (:func:`test_stage`) first."""
     todo = {nm: [p for p in job.parts() if job.cache.get(job.dist_key(nm, p)) is None] for nm in job.names}
     test_stage(job)
     todo = {nm: parts for nm, parts in todo.items() if parts}
@@ -384,14 +385,14 @@ def resample_stage(job: Job) -> None:
     for group in order:
         for block in resampler.blocks(counts):
             check_cancel(job.cancel)
-            for nm in group:
-                boot = boots[nm]
+
+            def resample(nm, block=block):        # one calibrator's parts; each writes only its own lists
                 for p in todo[nm]:
                     check_cancel(job.cancel)
-                    out = resample_part(boot, block, p)
-                    for metric, v in out.items():
+                    for metric, v in resample_part(boots[nm], block, p).items():
                         v = np.asarray(v, dtype=np.float32 if metric == "curve" else np.float64)
                         values[(nm, p)].setdefault(metric, []).append(v)
+            for_each(resample, group, parallel=job.device.type == "cpu" and job.n <= PARALLEL_MAX_ROWS)
             done += 1
             stop = min(r.n_boot, (done % len(resampler) or len(resampler)) * resampler.block)
             report(job.progress, 0.6 + 0.39 * done / total, f"bootstrap {stop}/{r.n_boot}")

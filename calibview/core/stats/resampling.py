@@ -45,10 +45,13 @@ resamples [a, b) are reached by advancing the stream, not by drawing those befor
 
 from __future__ import annotations
 
+import concurrent.futures
 import math
+import os
+import threading
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Iterator, Optional
+from typing import Callable, Iterator, Optional, Sequence, TypeVar
 
 import numpy as np
 import torch
@@ -161,7 +164,8 @@ class Resampler:
 
 
 class ResampleBlock:
-    """One block of resamples, with the derived operands every consumer needs computed once per block."""
+    """One block of resamples, with the derived operands every consumer needs computed once per block (under a
+    lock: the calibrators of a block may be resampled side by side, see :func:`for_each`)."""
 
     def __init__(self, counts: torch.Tensor, units: Optional[torch.Tensor] = None,
                  totals: Optional[np.ndarray] = None) -> None:
@@ -170,6 +174,7 @@ class ResampleBlock:
         # (R_b,) float64 samples in each resample (N when the units are the samples)
         self.totals = np.full(counts.shape[0], float(counts.shape[1])) if totals is None else totals
         self._cache: dict[str, torch.Tensor] = {}
+        self._lock = threading.RLock()          # re-entrant: panels() builds fluct inside its own build
 
     def __len__(self) -> int:
         return self.counts.shape[0]
@@ -177,42 +182,73 @@ class ResampleBlock:
     @property
     def fluct(self) -> torch.Tensor:
         """(R_b, units) float32 counts - 1."""
-        if "fluct" not in self._cache:
-            self._cache["fluct"] = self.counts - 1.0
-        return self._cache["fluct"]
+        with self._lock:
+            if "fluct" not in self._cache:
+                self._cache["fluct"] = self.counts - 1.0
+            return self._cache["fluct"]
 
     @property
     def fluct_t(self) -> torch.Tensor:
         """(units, R_b) contiguous: sparse @ dense is several times faster with a contiguous dense operand."""
-        if "fluct_t" not in self._cache:
-            self._cache["fluct_t"] = self.fluct.T.contiguous()
-        return self._cache["fluct_t"]
+        with self._lock:
+            if "fluct_t" not in self._cache:
+                self._cache["fluct_t"] = self.fluct.T.contiguous()
+            return self._cache["fluct_t"]
 
     def unit_panels(self, width: int = 32) -> list[torch.Tensor]:
         """The fluctuation as (units, width) contiguous float32 CPU panels, the layout sparse @ dense is fastest
         with (see calibview.core.stats.grid); built once per block, shared by every calibrator."""
         key = f"unit_panels{width}"
-        if key not in self._cache:
-            f = self.fluct.cpu()
-            self._cache[key] = [f[p:p + width].T.contiguous() for p in range(0, f.shape[0], width)]
-        return self._cache[key]
+        with self._lock:
+            if key not in self._cache:
+                f = self.fluct.cpu()
+                self._cache[key] = [f[p:p + width].T.contiguous() for p in range(0, f.shape[0], width)]
+            return self._cache[key]
 
     def panels(self, width: int = 32) -> list[torch.Tensor]:
         """Like :meth:`unit_panels`, per sample: (N, width) panels, each sample carrying its group's count."""
         if self.units is None:
             return self.unit_panels(width)
         key = f"panels{width}"
-        if key not in self._cache:
-            f = self.fluct.cpu()
-            self._cache[key] = [f[p:p + width].T[self.units].contiguous() for p in range(0, f.shape[0], width)]
-        return self._cache[key]
+        with self._lock:
+            if key not in self._cache:
+                f = self.fluct.cpu()
+                self._cache[key] = [f[p:p + width].T[self.units].contiguous() for p in range(0, f.shape[0], width)]
+            return self._cache[key]
 
     def fluct_as(self, dtype: torch.dtype) -> torch.Tensor:
         """:attr:`fluct` (R_b, units) in ``dtype``, converted once per block."""
         key = f"fluct_{dtype}"
-        if key not in self._cache:
-            self._cache[key] = self.fluct.to(dtype)
-        return self._cache[key]
+        with self._lock:
+            if key not in self._cache:
+                self._cache[key] = self.fluct.to(dtype)
+            return self._cache[key]
+
+
+#: the largest split whose calibrators :func:`for_each` resamples side by side: each thread holds its own
+#: O(N x block) temporaries, and two at once would take the streamed 2,000,000-row report past its memory target
+PARALLEL_MAX_ROWS = 1_000_000
+_POOL: list = []
+T = TypeVar("T")
+
+
+def for_each(fn: Callable[[T], None], items: Sequence[T], parallel: bool = True) -> None:
+    """``fn(item)`` for each of ``items``: one thread per item (up to the CPU count) when ``parallel`` and there
+    are several, else in turn. Every call has returned before this does, and the first error (a cancel included)
+    is raised then, so no thread outlives the call. Much of a calibrator's resampling runs on one core (the
+    SmoothECE grids, the isotonic fits, the sorts); side by side, the 1000 resamples of a 2 x 50,000 x 1,000
+    none+ts report took 4.1-4.4 s against 4.2-5.6 s (medians 4.2 and 4.7, four interleaved pairs), and those of
+    the 7 calibrators of the CIFAR-100 demo 4.5-5.9 s against 5.0-7.5 s, on the 2-core VM (2026-12-06)."""
+    if not parallel or len(items) < 2 or (os.cpu_count() or 1) < 2:
+        for item in items:
+            fn(item)
+        return
+    if not _POOL:
+        _POOL.append(concurrent.futures.ThreadPoolExecutor(os.cpu_count(), thread_name_prefix="resample"))
+    futures = [_POOL[0].submit(fn, item) for item in items]
+    concurrent.futures.wait(futures)
+    for f in futures:
+        f.result()              # raises the first failure, in the items' order
 
 
 def resample_sizes(counts: torch.Tensor, sizes: Optional[torch.Tensor], n: Optional[int] = None) -> np.ndarray:

@@ -224,6 +224,58 @@ def test_a_cancel_mid_request_leaves_the_cache_consistent(toy):
     _same(ev, evaluate(_req(toy)))
 
 
+
+def test_calibrators_resampled_side_by_side_give_the_serial_numbers(toy, monkeypatch):
+    """The resample stage runs a block's calibrators in threads (stats.resampling.for_each); every interval must
+    be what the same resamples give one calibrator after another, and the threads must really have run."""
+    from calibview.core.stats import points
+
+    seen = set()
+    real = points.resample_part
+
+    def spy(*a, **kw):
+        seen.add(threading.current_thread().name.split("_")[0])
+        return real(*a, **kw)
+
+    monkeypatch.setattr(stages_mod, "resample_part", spy)
+    side_by_side = evaluate(_req(toy, n_boot=120))
+    assert "resample" in seen and len(seen) == 1            # every part ran in the pool, none in this thread
+    seen.clear()
+    monkeypatch.setattr(stages_mod, "PARALLEL_MAX_ROWS", 0)
+    serial = evaluate(_req(toy, n_boot=120))
+    assert seen == {threading.current_thread().name.split("_")[0]}
+    _same(side_by_side, serial)
+
+
+def test_a_cancel_while_calibrators_resample_side_by_side_stops_them_all(toy, monkeypatch):
+    """A cancel during the threaded resample stage raises in the caller only after every thread has stopped:
+    none is left computing into a request that is gone."""
+    from calibview.core.stats import points
+
+    import time
+
+    cancel = threading.Event()
+    running, lock = [], threading.Lock()
+    real = points.resample_part
+
+    def slow(boot, block, part, **kw):
+        with lock:
+            first = not cancel.is_set()
+            cancel.set()                # the first part to start cancels the request...
+            running.append(part)
+        try:
+            if not first:
+                time.sleep(0.3)         # ...while another is still at work in the other thread
+            return real(boot, block, part, **kw)
+        finally:
+            with lock:
+                running.remove(part)
+
+    monkeypatch.setattr(stages_mod, "resample_part", slow)
+    with pytest.raises(CalibviewError, match="[Cc]ancel"):
+        Engine().evaluate(_req(toy, calibrators=("none", "ts")), cancel=cancel)
+    assert running == []
+
 # --- class-wise ECE resamples, accumulated while scoring, against explicit resampling -------------------------
 
 def _explicit_classwise(path, run, name, n_boot, seed, bins, fitted):
