@@ -158,6 +158,40 @@ def test_ten_members_stream_member_by_member_within_one_and_a_half_members(tmp_p
     assert sum(rows for _, rows in reads) == 2 * m * n                 # each member row read once per pass
 
 
+
+@pytest.mark.parametrize("layout", ["gzip, a chunk per member", "a chunk per member", "contiguous"])
+def test_members_read_the_same_ensemble_whatever_the_layout_with_a_cache_fitted_to_it(tmp_path, monkeypatch,
+                                                                                     layout):
+    """Each chunk of rows reads every member in turn: a compressed chunk must stay cached until every band of rows
+    has been read from it (each member's chunk once, not once per chunk of rows), an uncompressed one needs no
+    cache at all; the values are the numpy ensemble's either way."""
+    z, y = toy(m=5, n=900, k=7, seed=4)
+    path = tmp_path / "layout.h5"
+    with h5py.File(path, "w") as f:
+        g = f.create_group("r/d/test")
+        opts = {"contiguous": {}, "a chunk per member": {"chunks": (1, 900, 7)},
+                "gzip, a chunk per member": {"chunks": (1, 900, 7), "compression": "gzip"}}[layout]
+        g.create_dataset("members", data=z, **opts).attrs["kind"] = "ensemble"
+        g["labels"] = y
+    opened = []
+    real = mr._reopened
+
+    def spy(*a):
+        ds = real(*a)
+        opened.append((ds.chunks, ds.id.get_access_plist().get_chunk_cache()))
+        return ds
+    monkeypatch.setattr(mr, "_reopened", spy)
+    run = list_runs(path)[0]
+    data = read_split(path, run, "test", chunk_rows=50)          # 18 chunks of rows, 5 members each
+    np.testing.assert_allclose(data.scores, softmax(z).mean(0), rtol=1e-12, atol=1e-15)
+    ((chunks, (slots, nbytes, _)),) = opened
+    if layout == "contiguous":
+        assert chunks is None
+    elif layout == "a chunk per member":
+        assert nbytes == 0
+    else:
+        assert nbytes >= 5 * 900 * 7 * 4 and slots > 5              # every member's chunk at once
+
 def _raw(path, members, labels, kind="ensemble", logits=None):
     with h5py.File(path, "w") as f:
         g = f.create_group("r/d/test")

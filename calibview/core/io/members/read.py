@@ -47,6 +47,9 @@ def file_blocks(f: h5py.File, file: str, info: SplitInfo) -> Block:
     if tuple(ds.shape) != (info.members, info.n, info.k):
         raise CalibviewError(f"{file}: {ds.name} changed shape while it was read; open the file again.")
     cost.check_read_cost(ds, file)          # many tiny chunks cost memory per chunk: refused before any read
+    name, cache = ds.name, _chunk_cache(ds)
+    del ds                                  # its handle is closed, so the cache below is the dataset's
+    ds = _reopened(f, name, cache)
     wide = np.float64 if ds.dtype.itemsize >= 8 else np.float32
 
     def block(m: int, start: int, stop: int) -> np.ndarray:
@@ -63,6 +66,39 @@ def file_blocks(f: h5py.File, file: str, info: SplitInfo) -> Block:
         return out
 
     return block
+
+
+#: the most a members dataset's chunk cache may hold (compressed chunks: see :func:`_reopened`)
+CACHE_LIMIT = 256 << 20
+
+
+def _chunk_cache(ds: h5py.Dataset) -> Optional[tuple[int, int]]:
+    """(hash slots, bytes) of the chunk cache that fits how members are read, or None (not chunked: no cache).
+
+    Each chunk of rows reads every member in turn, so HDF5's default cache (a few MB a dataset) held the wrong
+    member's chunk, and each read of a member loaded its whole chunk again, and decompressed it again if it was
+    compressed: 10 members of 10,000 x 100 float32, one gzip chunk each, read in 16 chunks of rows, took 2.6-2.9 s
+    against 0.28 s with a cache that holds every member's chunk. Unfiltered chunks get no cache (HDF5 then reads
+    a part of a chunk straight from the file: 0.04 against 0.21 s for three reads of the uncompressed twin);
+    filtered ones a cache for the chunks one band of rows spans across every member, up to CACHE_LIMIT."""
+    if ds.chunks is None:
+        return None
+    if not ds.id.get_create_plist().get_nfilters():
+        return 0, 0
+    m, _, k = ds.shape
+    c0, c1, c2 = ds.chunks
+    band = -(-m // c0) * -(-k // c2)
+    return 8 * band + 1, min(CACHE_LIMIT, band * c0 * c1 * c2 * ds.dtype.itemsize)
+
+
+def _reopened(f: h5py.File, name: str, cache: Optional[tuple[int, int]]) -> h5py.Dataset:
+    """The dataset ``name`` of ``f`` (resolved and checked by the caller, which holds no other handle of it: HDF5
+    shares one cache among a dataset's open handles, set by the first) opened with chunk ``cache``."""
+    if cache is None:
+        return f[name]
+    dapl = h5py.h5p.create(h5py.h5p.DATASET_ACCESS)
+    dapl.set_chunk_cache(cache[0], cache[1], 1.0)
+    return h5py.Dataset(h5py.h5d.open(f.id, name.encode(), dapl=dapl))
 
 
 def _member_blocks(ds: h5py.Dataset, start: int, stop: int) -> Iterator[tuple[int, int, int, int]]:
