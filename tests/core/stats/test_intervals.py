@@ -144,3 +144,29 @@ def test_auto_uses_basic_for_the_binned_errors_only():
     assert intervals.method_for("accuracy", "auto", True) == "percentile"
     assert intervals.method_for("smece", "bca", False) == "percentile"
     assert intervals.method_for("accuracy", "basic", True) == "basic"
+
+
+def test_for_each_runs_every_item_once_and_a_nested_call_does_not_wait_for_itself():
+    """Side by side when asked, in turn when nested (a nested call would otherwise wait for pool threads that
+    are all waiting for it), and every item exactly once either way."""
+    import threading
+
+    from calibview.core.stats.resampling import for_each
+
+    done, names = [], set()
+    lock = threading.Lock()
+
+    def inner(i):
+        with lock:
+            done.append(i)
+            names.add(threading.current_thread().name.split("_")[0])
+
+    def outer(i):
+        for_each(inner, [(i, j) for j in range(3)])
+
+    worker = threading.Thread(target=for_each, args=(outer, list(range(4))), daemon=True)
+    worker.start()
+    worker.join(timeout=30)
+    assert not worker.is_alive(), "a nested for_each deadlocked"
+    assert sorted(done) == [(i, j) for i in range(4) for j in range(3)]
+    assert names == {"calibview-resample"}

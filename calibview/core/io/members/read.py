@@ -68,7 +68,7 @@ def file_blocks(f: h5py.File, file: str, info: SplitInfo) -> Block:
     return block
 
 
-#: the most a members dataset's chunk cache may hold (compressed chunks: see :func:`_reopened`)
+#: the most a members dataset's chunk cache may hold (compressed chunks: see :func:`_chunk_cache`)
 CACHE_LIMIT = 256 << 20
 
 
