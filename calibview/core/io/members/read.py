@@ -47,9 +47,11 @@ def file_blocks(f: h5py.File, file: str, info: SplitInfo) -> Block:
     if tuple(ds.shape) != (info.members, info.n, info.k):
         raise CalibviewError(f"{file}: {ds.name} changed shape while it was read; open the file again.")
     cost.check_read_cost(ds, file)          # many tiny chunks cost memory per chunk: refused before any read
-    name, cache = ds.name, _chunk_cache(ds)
-    del ds                                  # its handle is closed, so the cache below is the dataset's
-    ds = _reopened(f, name, cache)
+    cache = _chunk_cache(ds)
+    if cache is not None:                   # chunked: reopened with its cache once this handle is closed
+        name = ds.name
+        del ds
+        ds = _reopened(f, name, cache)
     wide = np.float64 if ds.dtype.itemsize >= 8 else np.float32
 
     def block(m: int, start: int, stop: int) -> np.ndarray:
@@ -91,11 +93,9 @@ def _chunk_cache(ds: h5py.Dataset) -> Optional[tuple[int, int]]:
     return 8 * band + 1, min(CACHE_LIMIT, band * c0 * c1 * c2 * ds.dtype.itemsize)
 
 
-def _reopened(f: h5py.File, name: str, cache: Optional[tuple[int, int]]) -> h5py.Dataset:
+def _reopened(f: h5py.File, name: str, cache: tuple[int, int]) -> h5py.Dataset:
     """The dataset ``name`` of ``f`` (resolved and checked by the caller, which holds no other handle of it: HDF5
     shares one cache among a dataset's open handles, set by the first) opened with chunk ``cache``."""
-    if cache is None:
-        return f[name]
     dapl = h5py.h5p.create(h5py.h5p.DATASET_ACCESS)
     dapl.set_chunk_cache(cache[0], cache[1], 1.0)
     return h5py.Dataset(h5py.h5d.open(f.id, name.encode(), dapl=dapl))
