@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import threading
+import warnings
 from pathlib import Path
 
 import h5py
@@ -492,3 +493,30 @@ def test_demo_build_is_deterministic_and_up_to_date(shared_data, tmp_path):
     assert out.read_bytes() == DEMO.read_bytes(), "calibview/resources/demo.h5 is stale: run resources/build_demo.py"
     assert re.fullmatch(r"[^/]+/[^/]+", list_runs(out)[0].name)
     assert isinstance(list_runs(out)[0], RunInfo)
+
+
+@pytest.mark.parametrize("layout", ["plain", "float32", "read-only", "reversed rows", "every other column"])
+def test_array_checks_find_the_same_bad_rows_in_every_layout(layout):
+    """The row sums behind the score checks take a fast path for writable, forward-strided float arrays and
+    numpy's sum otherwise; either way the bad rows are the ones a plain loop finds, with no warning."""
+    from calibview.core.io.checks import validate_arrays
+    rng = np.random.default_rng(3)
+    p = rng.dirichlet(np.ones(6), size=400)
+    bad = [7, 150, 399]
+    p[bad, 0] += 0.01
+    if layout == "every other column":
+        wide = np.zeros((400, 12))
+        wide[:, ::2] = p
+        p = wide[:, ::2]                                    # a strided view, not a copy
+    elif layout == "float32":
+        p = p.astype(np.float32)
+    elif layout == "reversed rows":
+        p, bad = p[::-1], sorted(399 - b for b in bad)
+    elif layout == "read-only":
+        p.flags.writeable = False
+    loop = [i for i in range(p.shape[0]) if abs(sum(float(v) for v in p[i]) - 1.0) > 1e-6]
+    assert loop == bad
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(CalibviewError, match=rf"{len(bad)} of 400 rows .*do not sum to 1.*first at row {bad[0]},"):
+            validate_arrays("x.h5", "/m/d/test/probs", "/m/d/test/labels", "probs", p, np.zeros(400, np.int64))
