@@ -44,7 +44,7 @@ from calibview.core.stats.bootstrap import ClasswiseBootstrap, SampleBootstrap, 
 from calibview.core.stats import jackknife
 from calibview.core.stats.corp import parts as corp_parts
 from calibview.core.stats.corp.refinement import Refinement
-from calibview.core.stats.resampling import PARALLEL_MAX_ROWS, for_each, resample_sizes
+from calibview.core.stats.resampling import PARALLEL_MAX_ENTRIES, for_each, resample_sizes
 from calibview.core.stats.metrics import StatsAccumulator, chunk_rows, row_argmax
 from calibview.core.stats.points import resample_part
 from calibview.core.errors import check_cancel, report
@@ -392,7 +392,8 @@ def resample_stage(job: Job) -> None:
                     for metric, v in resample_part(boots[nm], block, p).items():
                         v = np.asarray(v, dtype=np.float32 if metric == "curve" else np.float64)
                         values[(nm, p)].setdefault(metric, []).append(v)
-            for_each(resample, group, parallel=job.device.type == "cpu" and job.n <= PARALLEL_MAX_ROWS)
+            for_each(resample, group, parallel=job.device.type == "cpu"
+                     and job.n * job.k <= PARALLEL_MAX_ENTRIES)
             done += 1
             stop = min(r.n_boot, (done % len(resampler) or len(resampler)) * resampler.block)
             report(job.progress, 0.6 + 0.39 * done / total, f"bootstrap {stop}/{r.n_boot}")

@@ -225,9 +225,8 @@ def test_a_cancel_mid_request_leaves_the_cache_consistent(toy):
 
 
 
-def test_calibrators_resampled_side_by_side_give_the_serial_numbers(toy, monkeypatch):
-    """The resample stage runs a block's calibrators in threads (stats.resampling.for_each); every interval must
-    be what the same resamples give one calibrator after another, and the threads must really have run."""
+def _thread_spy(monkeypatch) -> set:
+    """The set that collects the names (without their _N suffix) of the threads that resample a part."""
     from calibview.core.stats import points
 
     seen = set()
@@ -238,13 +237,32 @@ def test_calibrators_resampled_side_by_side_give_the_serial_numbers(toy, monkeyp
         return real(*a, **kw)
 
     monkeypatch.setattr(stages_mod, "resample_part", spy)
+    return seen
+
+
+def test_calibrators_resampled_side_by_side_give_the_serial_numbers(toy, monkeypatch):
+    """The resample stage runs a block's calibrators in threads (stats.resampling.for_each); every interval must
+    be what the same resamples give one calibrator after another, and the threads must really have run."""
+    seen = _thread_spy(monkeypatch)
     side_by_side = evaluate(_req(toy, n_boot=120))
     assert seen == {"calibview-resample"}               # every part ran in the pool, none in this thread
     seen.clear()
-    monkeypatch.setattr(stages_mod, "PARALLEL_MAX_ROWS", 0)
+    monkeypatch.setattr(stages_mod, "PARALLEL_MAX_ENTRIES", 0)
     serial = evaluate(_req(toy, n_boot=120))
     assert seen == {threading.current_thread().name.split("_")[0]}
     _same(side_by_side, serial)
+
+
+def test_calibrators_of_a_large_split_are_resampled_one_at_a_time(toy, monkeypatch):
+    """Side by side only up to PARALLEL_MAX_ENTRIES probabilities (rows x classes), not rows: two calibrators'
+    temporaries at once took a 50,000 x 1,000 report past its peak-memory target."""
+    seen = _thread_spy(monkeypatch)
+    n, k = read_split(str(toy), "net/toy", "test").scores.shape      # the evaluation split
+    for limit, expect in ((n * k - 1, threading.current_thread().name), (n * k, "calibview-resample")):
+        monkeypatch.setattr(stages_mod, "PARALLEL_MAX_ENTRIES", limit)      # limit >= n rows either way
+        seen.clear()
+        evaluate(_req(toy, n_boot=40))
+        assert seen == {expect.split("_")[0]}, limit
 
 
 def test_a_cancel_while_calibrators_resample_side_by_side_stops_them_all(toy, monkeypatch):
