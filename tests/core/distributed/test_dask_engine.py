@@ -62,6 +62,25 @@ def client():
         yield c
 
 
+@pytest.fixture()
+def workers_threads(monkeypatch):
+    """This process's torch on one thread, as on the workers (dask's nanny starts them with OMP_NUM_THREADS=1),
+    while a test compares the two engines to 1e-9. The resamples' fluctuation products (W - 1) @ F run in float32,
+    and on an Intel Xeon torch's BLAS summed them in another order on two threads than on one: the class-wise
+    ECE's bounds then differed by 1e-8 relative (not on AMD EPYC, where the orders agreed). Equal threads compare
+    like with like; the engines' agreement is what is tested, not the BLAS's. The calibrators are resampled one
+    at a time too: a pool thread starts with OpenMP's default team, not the one set here."""
+    import torch
+
+    from calibview.core.evaluation import stages
+
+    monkeypatch.setattr(stages, "PARALLEL_MAX_ENTRIES", 0)
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 def _close(a, b, tol=1e-9):
     """Equal, floats to ``tol`` (NaN equal to NaN), inside dicts and lists too."""
     if isinstance(a, dict) and isinstance(b, dict):
@@ -158,7 +177,7 @@ def _intervals(ev) -> dict:
 
 
 @pytest.mark.parametrize("grouped", [False, True])
-def test_poisson_intervals_equal_the_local_poisson_engine(data, client, monkeypatch, grouped):
+def test_poisson_intervals_equal_the_local_poisson_engine(data, client, monkeypatch, grouped, workers_threads):
     """Every value and BCa interval bound (its acceleration from the jackknife, the class-wise ECE's on the
     workers' rows; the class-wise ECE's resamples accumulated on the workers, the AUROC's from their
     probabilities) equals the local engine's on the same
@@ -184,7 +203,7 @@ def test_poisson_intervals_equal_the_local_poisson_engine(data, client, monkeypa
     assert (scheme.groups is not None) == grouped and (not grouped or scheme.n_units < 400)
 
 
-def test_cli_poisson_records_equal_the_local_engines(data, client, capsys):
+def test_cli_poisson_records_equal_the_local_engines(data, client, capsys, workers_threads):
     """``--engine dask`` draws Poisson resamples by default: its records equal ``--bootstrap poisson``'s."""
     pattern = str(data / "part-*.h5")
     args = ["metrics", "--shards", pattern, "--calibrators", "none,ts", "--n-boot", "40", "--json", "--quiet"]
