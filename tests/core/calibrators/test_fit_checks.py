@@ -13,6 +13,7 @@ from scipy.optimize import minimize_scalar
 
 from calibview.core import calibrators as calib
 from calibview.core.calibrators import checks
+from calibview.core.stats import metrics
 from calibview.core.errors import CalibviewError
 
 SCALING = ["ts", "ts-grid", "vs", "ms", "dirichlet"]
@@ -221,6 +222,30 @@ def test_keep_argmax_touches_only_rows_that_rounding_tied():
     assert torch.equal(kept.argmax(1), z.argmax(1))
     assert torch.equal(kept[1], before_row1)
     assert kept[0, 0] == torch.nextafter(kept[0, 1], torch.tensor(-math.inf, dtype=torch.float64))
+
+
+def test_keep_argmax_of_wide_rows_against_a_loop():
+    """Rows wide enough for numpy's argmax (calibview.core.stats.metrics.NUMPY_ARGMAX_FROM): every row whose
+    uncalibrated arg-max was tied by rounding gets it back, checked by a loop over the rows; the others are
+    untouched."""
+    rng = np.random.default_rng(4)
+    n, k = 64, metrics.NUMPY_ARGMAX_FROM + 9
+    z = torch.from_numpy(0.1 * rng.standard_normal((n, k)))
+    for r in range(0, n, 2):                 # even rows: the arg-max b is 1e-12 above an earlier class a
+        a, b = sorted(rng.choice(k, 2, replace=False))
+        z[r, a], z[r, b] = 5.0, 5.0 + 1e-12
+    out = torch.log_softmax(z / 1e6, dim=1)  # 1e-18 apart: the two round to one value
+    before = out.clone()
+    kept = checks.keep_argmax(out, z)
+    moved = 0
+    for r in range(n):
+        want = int(z[r].argmax())
+        assert int(kept[r].argmax()) == want
+        if int(before[r].argmax()) == want:
+            assert torch.equal(kept[r], before[r])
+        else:
+            moved += 1
+    assert moved >= n // 4                   # the even rows were tied, and got their arg-max back
 
 
 def test_zero_rows_counts_rows_by_brute_force_across_chunks():

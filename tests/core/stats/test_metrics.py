@@ -6,7 +6,7 @@ import torch
 from sklearn.metrics import brier_score_loss, log_loss
 
 from calibview.core.stats.metrics import (binned_metrics, classwise_ece, equal_width_bin, equal_width_table,
-                                    resolve_bins, row_argmax, sample_stats, top_label, wilson_interval)
+                                    resolve_bins, row_argmax, sample_stats, NUMPY_ARGMAX_FROM, top_label, wilson_interval)
 
 
 def _random_logits(n, k, seed, scale=3.0):
@@ -217,7 +217,9 @@ def test_row_argmax_is_torch_argmax_with_ties_nan_and_strides(dtype):
     g = torch.Generator().manual_seed(0)
     rng = np.random.default_rng(0)
     for trial in range(200):
-        n, k = int(rng.integers(1, 40)), int(rng.integers(1, 8))
+        # K on both sides of NUMPY_ARGMAX_FROM: torch's argmax below it, numpy's from it on
+        n = int(rng.integers(1, 40))
+        k = int(rng.integers(1, 8)) if trial % 2 else int(rng.integers(NUMPY_ARGMAX_FROM, NUMPY_ARGMAX_FROM + 8))
         x = torch.randint(-2, 3, (n, k), generator=g).to(dtype)      # small integers: many ties
         if trial % 3 == 0:
             x.view(-1)[int(rng.integers(n * k))] = float("nan")

@@ -145,13 +145,18 @@ def _taylor(c: np.ndarray, d):
 
 def _newton(c: np.ndarray, beta0: float, steps: int) -> np.ndarray:
     """(R,) d minimising each row's Taylor polynomial sum_j c_rj d^j / j! near 0 ((R, J) coefficients, J >= 3),
-    kept within [BETA_MIN, BETA_MAX] and within half of ``beta0`` either way."""
+    kept within [BETA_MIN, BETA_MAX] and within half of ``beta0`` either way: at most ``steps`` Newton steps,
+    fewer once a step leaves every d unchanged (a fixed point: the further steps would return the same bits;
+    the point estimate's Newton converges in 4-5 of its 50, and its 50 cost 2.4 ms)."""
     lo, hi = max(BETA_MIN, 0.5 * beta0) - beta0, min(BETA_MAX, 1.5 * beta0) - beta0
     d = np.zeros(c.shape[0])
     for _ in range(steps):
         g = _taylor(c[:, 1:], d)
         h = _taylor(c[:, 2:], d)
-        d = np.clip(np.where(h > 0, d - g / np.where(h > 0, h, 1.0), d - np.sign(g) * 0.05 * beta0), lo, hi)
+        new = np.clip(np.where(h > 0, d - g / np.where(h > 0, h, 1.0), d - np.sign(g) * 0.05 * beta0), lo, hi)
+        if np.array_equal(new, d):
+            break
+        d = new
     return d
 
 
