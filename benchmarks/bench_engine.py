@@ -22,7 +22,7 @@ e. 10,000 x 21,843 float16 val + test (synthetic, written to a temporary HDF5 fi
    process, and its peak resident memory (VmHWM) above its VmHWM after importing calibview, torch and the engine
    in the same process (not ru_maxrss: a child process's ru_maxrss starts at its parent's peak).
 f. the window against the CLI: ``bench_window.py`` as a subprocess (its medians of interleaved pairs, both sides
-   cold, both with OMP_WAIT_POLICY=PASSIVE set the way their programs set it).
+   cold, both with OpenMP's idle spin set the way their programs set it, calibview.startup.configure_openmp).
 g. the headline command, ``calibview metrics FILE --json --fit-split val --eval-split test --calibrators none,ts``
    on 2 x 50,000 x 1,000 float32 logits (synthetic): whole-process wall time, median of 3 (target under 5 s).
 
@@ -225,7 +225,8 @@ def timed_process(cmd, env=None) -> tuple[float, subprocess.CompletedProcess]:
 
 def cli_env() -> dict:
     env = dict(os.environ)
-    env.pop("OMP_WAIT_POLICY", None)           # the CLI sets it itself, as for a user
+    for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME"):
+        env.pop(k, None)                       # the CLI sets them itself, as for a user
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     return env
 
@@ -326,7 +327,8 @@ def bench_headline(rows: Rows, n: int, k: int, keep: str | None, repeats: int) -
 def bench_window(rows: Rows, pairs: int, quick: bool) -> None:
     cmd = [sys.executable, str(HERE / "bench_window.py"), "--pairs", str(pairs)] + (["--quick"] if quick else [])
     env = dict(os.environ)
-    env.pop("OMP_WAIT_POLICY", None)           # each side sets it as its program does
+    for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME"):
+        env.pop(k, None)                       # each side sets them as its program does
     env.setdefault("QT_QPA_PLATFORM", "offscreen")
     _, out = timed_process(cmd, env)
     print("\n".join("    " + ln for ln in out.stdout.splitlines() if not ln.startswith("RESULT ")), flush=True)
@@ -336,7 +338,7 @@ def bench_window(rows: Rows, pairs: int, quick: bool) -> None:
              f"window {r['median_window_s']:.2f} s vs CLI {r['median_cli_s']:.2f} s (medians of {r['pairs']} "
              f"interleaved pairs): ratio {r['ratio']:.2f}", "ratio <= 1.2", r["ratio"] <= 1.2,
              f"window (s): {fmt_list(r['window_s'])}; CLI (s): {fmt_list(r['cli_s'])}; window first partial (s): "
-             f"{fmt_list(r['first_partial_s'])}; OMP_WAIT_POLICY window {r['window_omp']}, CLI "
+             f"{fmt_list(r['first_partial_s'])}; OpenMP window {r['window_omp']}, CLI "
              f"{','.join(r['cli_omp'])}", short="window / CLI")
 
 

@@ -8,7 +8,7 @@ with the real MainWindow shown. The process is set up as ``python -m calibview.g
 (``app.configure_openmp`` before torch loads). The window's engine cache is emptied before each run, so every
 window run computes from scratch like the CLI's fresh process (the first partial result's time is printed too).
 CLI run: a fresh ``python`` process that starts as ``calibview metrics`` starts (``startup.configure_openmp``
-before torch loads: OMP_WAIT_POLICY=PASSIVE unless the environment sets it), runs the same request through
+before torch loads: GOMP_SPINCOUNT=3000 unless the environment sets a policy), runs the same request through
 ``calibview.core.evaluation.engine.evaluate`` (a fresh Engine) in its main thread, with this script's original
 environment, and prints ``evaluation.elapsed_s`` (its compute time; the interpreter start and imports are not
 counted). The last line is ``RESULT {json}`` for scripts (bench_engine.py).
@@ -41,12 +41,18 @@ _CHILD = """
 import ast, json, os, sys
 from calibview.startup import configure_openmp
 configure_openmp()                      # as calibview.cli.program.main does, before torch loads
+omp = lambda: " ".join(f"{k}={os.environ.get(k)}" for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT") if k in os.environ)
 from calibview.core.evaluation.engine import evaluate
 from calibview.core.evaluation.request import EvalRequest
 ev = evaluate(EvalRequest(**ast.literal_eval(sys.stdin.read())))
 print(json.dumps({"elapsed_s": ev.elapsed_s, "timings": dict(ev.timings),
-                  "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY")}))
+                  "omp_wait_policy": omp()}))
 """
+
+
+def _omp() -> str:
+    """The OpenMP settings of this process's environment, as calibview.startup.configure_openmp left them."""
+    return " ".join(f"{k}={os.environ.get(k)}" for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT") if k in os.environ)
 
 
 def cli_run(request, env: dict) -> dict:
@@ -141,7 +147,7 @@ def main(argv=None) -> int:
     p.add_argument("--pairs", type=int, default=None, help="interleaved window/CLI pairs (default 5)")
     p.add_argument("--quick", action="store_true", help="none,ts; 100 resamples; 2 pairs (under a minute)")
     p.add_argument("--no-app-setup", action="store_true",
-                   help="skip app.configure_openmp (the window as it ran before OpenMP threads were made passive)")
+                   help="skip app.configure_openmp (the window as it ran before OpenMP's idle spin was cut)")
     args = p.parse_args(argv)
     calibrators = tuple(args.calibrators.split(",")) if args.calibrators else (QUICK if args.quick else FULL)
     n_boot = args.n_boot if args.n_boot is not None else (100 if args.quick else 1000)
@@ -165,7 +171,7 @@ def main(argv=None) -> int:
     print(f"{req.run}: {', '.join(req.calibrators)}; fit {req.fit_split}, eval {req.eval_split}; "
           f"n_boot {req.n_boot}; bandwidth {req.bandwidth:g} {req.kernel}; device {req.device}")
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} CPUs, "
-          f"Qt platform {window.app.platformName()}, window OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}")
+          f"Qt platform {window.app.platformName()}, window OpenMP {_omp()}")
     win_s, cli_s, partial_s, cli_policy = [], [], [], set()
     try:
         for i in range(pairs):
@@ -183,11 +189,11 @@ def main(argv=None) -> int:
         window.close()
     w, c = statistics.median(win_s), statistics.median(cli_s)
     print(f"median window {w:.2f} s, median CLI compute {c:.2f} s, window / CLI = {w / c:.2f} (target <= 1.2); "
-          f"CLI OMP_WAIT_POLICY={','.join(sorted(map(str, cli_policy)))}")
+          f"CLI OpenMP {','.join(sorted(map(str, cli_policy)))}")
     print("RESULT " + json.dumps({"window_s": win_s, "cli_s": cli_s, "first_partial_s": partial_s,
                                   "median_window_s": w, "median_cli_s": c, "ratio": w / c,
                                   "calibrators": list(req.calibrators), "n_boot": req.n_boot,
-                                  "run": req.run, "pairs": pairs, "window_omp": os.environ.get("OMP_WAIT_POLICY"),
+                                  "run": req.run, "pairs": pairs, "window_omp": _omp(),
                                   "cli_omp": sorted(map(str, cli_policy))}))
     return 0
 

@@ -127,7 +127,8 @@ def child(a) -> int:
     sys.meta_path.insert(0, _NoWindow())
     # the benchmarks folder is sys.path[0] of this script; calibview comes from the checkout on PYTHONPATH only
     sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")     # what the CLI sets, before torch loads
+    from calibview.startup import configure_openmp
+    configure_openmp()                                      # as the CLI does, before torch loads
     out = Path(a.dir)
     info = {"device": a.device, "runs": []}
     t = time.perf_counter()
