@@ -97,8 +97,8 @@ def demo(pairs: int, load: bool) -> None:
     finally:
         for h in hogs:
             h.terminate()
-    print(f"2. the seven-calibrator demo (1000 resamples), whole process, {'beside two busy loops' if load else 'no load'}"
-          f" (s):")
+    where = "beside two busy loops" if load else "no load"
+    print(f"2. the seven-calibrator demo (1000 resamples), whole process, {where} (s):")
     for name, v in res.items():
         print(f"   {name:24s} {', '.join(f'{x:.1f}' for x in v)}; median {statistics.median(v):.1f}")
     ratios = [a / b for a, b in zip(*res.values())]

@@ -6,7 +6,8 @@ import torch
 from sklearn.metrics import brier_score_loss, log_loss
 
 from calibview.core.stats.metrics import (binned_metrics, classwise_ece, equal_width_bin, equal_width_table,
-                                    resolve_bins, row_argmax, sample_stats, NUMPY_ARGMAX_FROM, top_label, wilson_interval)
+                                    resolve_bins, row_argmax, sample_stats,
+                                    NUMPY_ARGMAX_FROM, top_label, wilson_interval)
 
 
 def _random_logits(n, k, seed, scale=3.0):
