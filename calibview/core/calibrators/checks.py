@@ -101,7 +101,7 @@ def keep_argmax(out: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
     arg-max: a class that ties it is lowered by one unit in the last place (in place; rows without such a tie,
     i.e. all rows of ordinary data, are untouched)."""
     before = row_argmax(scores)             # numpy's argmax: 2.3 against 0.8 ms per 96 x 21,843 float64 chunk
-    moved = before.to(out.device) != row_argmax(out).to(out.device)
+    moved = before != row_argmax(out)        # both on the scores' device: apply keeps it
     if not bool(moved.any()):
         return out
     rows = moved.nonzero()[:, 0]
