@@ -43,7 +43,8 @@ import torch
 from calibview.core.calibrators.base import Fitted, Method, fit_checks, registered
 from calibview.core.calibrators.temperature import log_probabilities
 from calibview.core.errors import CalibviewError, check_cancel, report
-from calibview.core.stats.metrics import chunk_rows, row_argmax
+from calibview.core.stats.metrics import chunk_rows
+from calibview.core.stats.rowwise import row_argmax
 
 # Rows per pass at fit time: chunk_rows(K) (float64 (rows, K) temporaries of ~16 MB); apply receives chunks from
 # its caller.

@@ -21,7 +21,8 @@ import math
 import torch
 
 from calibview.core.io import stream
-from calibview.core.stats.metrics import chunk_rows, row_argmax
+from calibview.core.stats.metrics import chunk_rows
+from calibview.core.stats.rowwise import row_argmax
 
 EPS = 1e-12
 LOG_EPS = math.log(EPS)             # -27.631...

@@ -16,7 +16,8 @@ from calibview.core.calibrators import checks
 from calibview.core.calibrators.base import Method
 from calibview.core.errors import check_cancel, report
 from calibview.core.io import stream
-from calibview.core.stats.metrics import chunk_rows, ece_from_sums, equal_width_table, row_argmax
+from calibview.core.stats.metrics import chunk_rows, ece_from_sums, equal_width_table
+from calibview.core.stats.rowwise import row_argmax
 
 
 def log_probabilities(scores: torch.Tensor) -> torch.Tensor:

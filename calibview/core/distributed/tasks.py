@@ -88,7 +88,8 @@ def score_shard(shard: Shard, fitted: Mapping[str, object], bins: tuple[int, ...
     from calibview.core.evaluation.stages import score_chunk
     from calibview.core.stats.bootstrap import ClasswiseBootstrap
     from calibview.core.stats.corp.refinement import Refinement
-    from calibview.core.stats.metrics import StatsAccumulator, row_argmax
+    from calibview.core.stats.metrics import StatsAccumulator
+    from calibview.core.stats.rowwise import row_argmax
 
     with torch.inference_mode(), opened(shard, chunk_rows) as split:
         n, k = shard.n, shard.k

@@ -45,7 +45,8 @@ from calibview.core.stats import jackknife
 from calibview.core.stats.corp import parts as corp_parts
 from calibview.core.stats.corp.refinement import Refinement
 from calibview.core.stats.resampling import PARALLEL_MAX_ENTRIES, for_each, resample_sizes
-from calibview.core.stats.metrics import StatsAccumulator, chunk_rows, row_argmax
+from calibview.core.stats.metrics import StatsAccumulator, chunk_rows
+from calibview.core.stats.rowwise import row_argmax
 from calibview.core.stats.points import resample_part
 from calibview.core.errors import check_cancel, report
 from calibview.core.evaluation.job import Job

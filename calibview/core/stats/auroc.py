@@ -34,6 +34,7 @@ from typing import Optional
 import numpy as np
 import torch
 
+from calibview.core.stats.rowwise import nonzero_2d
 from calibview.core.stats.selective import cumulative_auc
 
 #: n_boot x N x K above which auroc gets no bootstrap interval: about 1 s of CPU at the limit (measured: 2.0 s
@@ -178,12 +179,16 @@ class AurocCounter:
 
     def add(self, p: torch.Tensor) -> None:
         """One chunk of rows of the (N, K) float64 probabilities (chunks in any order)."""
-        if self.cols is not None:
-            p = p.index_select(1, self.cols)
         if self.batches is not None:
-            self._search(p)
+            self._search(p if self.cols is None else p.index_select(1, self.cols))
             return
+        gather = self.cols is not None and p.device.type == "cpu"
+        if self.cols is not None and not gather:
+            p = p.index_select(1, self.cols)
         p = np.ascontiguousarray(p.detach().cpu().numpy(), dtype=np.float64)
+        if gather:
+            # numpy's gather of the columns: 0.9 ms against torch's index_select 2.3 ms for 8,000 of 96 x 21,843
+            p = np.take(p, self.classes, axis=1)
         step = max(1, _BLOCK_ENTRIES // max(self.k, 1))
         blocks = [p[a:a + step] for a in range(0, p.shape[0], step)]   # small temporaries, in cache
         pool = _pool()
@@ -221,7 +226,7 @@ class AurocCounter:
         elif n_flag * 8 < t.size:
             # few entries share a bucket with a positive: compare just those
             gt += np.maximum(t, 0).sum(axis=0, dtype=np.int64)
-            rows, cols = np.nonzero(flag)
+            rows, cols = nonzero_2d(flag)
             e_lt, e_eq = self._flagged(-1 - t[rows, cols], p[rows, cols], cols)
             # float64 bincounts of integers: exact up to 2^53
             gt += np.bincount(cols, weights=e_lt, minlength=self.k).astype(np.int64)

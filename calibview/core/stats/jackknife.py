@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from calibview.core.stats.metrics import equal_mass_order, equal_width_bin
+from calibview.core.stats.rowwise import nonzero_2d
 
 #: rows of the class-wise jackknife subsample
 JACKKNIFE_ROWS = 2000
@@ -79,7 +80,7 @@ def classwise_loo(p: np.ndarray, y: np.ndarray, sums: np.ndarray, n: int) -> np.
     s0 = sums[:, 0]
     change = np.abs(s0 - d)
     change -= np.abs(s0)
-    r, c = np.nonzero(p > np.linspace(0.0, 1.0, b + 1)[1])
+    r, c = nonzero_2d(p > np.linspace(0.0, 1.0, b + 1)[1])
     if r.size:
         s = sums[c, equal_width_bin(p[r, c], b)]
         change[r, c] = np.abs(s - d[r, c]) - np.abs(s)

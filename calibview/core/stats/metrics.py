@@ -17,6 +17,8 @@ from typing import Optional, Sequence, Union
 import numpy as np
 import torch
 
+from calibview.core.stats.rowwise import entries_above, row_argmax
+
 #: Metric columns in the order of ``metrics.csv`` (values are plain fractions, not percent).
 METRIC_NAMES = (
     "accuracy", "nll", "brier", "brier_top", "ece", "rmsce", "mce", "ace", "classwise_ece",
@@ -183,20 +185,6 @@ def chunk_rows(k: int) -> int:
     return max(16, min(4096, CHUNK_BYTES // (8 * max(k, 1))))
 
 
-#: columns from which numpy's row-wise argmax beats torch's (4,096 x K: K = 32 173 vs 250 us, K = 10 193 vs 97)
-NUMPY_ARGMAX_FROM = 32
-
-
-def row_argmax(x: torch.Tensor) -> torch.Tensor:
-    """(N,) int64 column of each row's largest entry of an (N, K) tensor, the first on ties, a NaN counting as the
-    largest: ``torch.argmax(x, dim=1)``. A CPU float32/float64 tensor of NUMPY_ARGMAX_FROM columns or more goes
-    through numpy: 0.17-0.33 ms per 2,048 x 1,000 chunk here against torch's 1.0-1.2 ms."""
-    if (x.device.type != "cpu" or x.dtype not in (torch.float32, torch.float64) or x.requires_grad
-            or x.ndim != 2 or x.shape[1] < NUMPY_ARGMAX_FROM):
-        return x.argmax(dim=1)
-    return torch.from_numpy(x.numpy().argmax(axis=1))
-
-
 def top_label(scores: torch.Tensor, labels: torch.Tensor, rows: int | None = None
               ) -> tuple[np.ndarray, np.ndarray]:
     """(confidence, correctness) float64 (N,) straight from (N, K) logits or log-probabilities, for the top-label
@@ -304,7 +292,7 @@ class StatsAccumulator:
         self.brier[start:stop] = (p * p).sum(dim=1) - 2.0 * p_y + 1.0
         self.total += p.sum(dim=0)
         self.total.index_add_(0, y, -torch.ones_like(p_y))
-        rows, cols = (p > self.threshold).nonzero(as_tuple=True)
+        rows, cols = entries_above(p, self.threshold)
         if rows.numel():
             # first capacity: this chunk's entries per row for every row, and a tenth more
             expect = (rows.numel() * self.n) // max(1, lp.shape[0]) * 11 // 10

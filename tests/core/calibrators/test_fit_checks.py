@@ -13,7 +13,7 @@ from scipy.optimize import minimize_scalar
 
 from calibview.core import calibrators as calib
 from calibview.core.calibrators import checks
-from calibview.core.stats import metrics
+from calibview.core.stats import rowwise
 from calibview.core.errors import CalibviewError
 
 SCALING = ["ts", "ts-grid", "vs", "ms", "dirichlet"]
@@ -225,11 +225,11 @@ def test_keep_argmax_touches_only_rows_that_rounding_tied():
 
 
 def test_keep_argmax_of_wide_rows_against_a_loop():
-    """Rows wide enough for numpy's argmax (calibview.core.stats.metrics.NUMPY_ARGMAX_FROM): every row whose
+    """Rows wide enough for numpy's argmax (calibview.core.stats.rowwise.NUMPY_ARGMAX_FROM): every row whose
     uncalibrated arg-max was tied by rounding gets it back, checked by a loop over the rows; the others are
     untouched."""
     rng = np.random.default_rng(4)
-    n, k = 64, metrics.NUMPY_ARGMAX_FROM + 9
+    n, k = 64, rowwise.NUMPY_ARGMAX_FROM + 9
     z = torch.from_numpy(0.1 * rng.standard_normal((n, k)))
     for r in range(0, n, 2):                 # even rows: the arg-max b is 1e-12 above an earlier class a
         a, b = sorted(rng.choice(k, 2, replace=False))

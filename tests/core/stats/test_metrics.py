@@ -6,8 +6,7 @@ import torch
 from sklearn.metrics import brier_score_loss, log_loss
 
 from calibview.core.stats.metrics import (binned_metrics, classwise_ece, equal_width_bin, equal_width_table,
-                                    resolve_bins, row_argmax, sample_stats,
-                                    NUMPY_ARGMAX_FROM, top_label, wilson_interval)
+                                    resolve_bins, sample_stats, top_label, wilson_interval)
 
 
 def _random_logits(n, k, seed, scale=3.0):
@@ -211,23 +210,6 @@ def test_classwise_entries_are_every_probability_above_the_first_edge_in_row_ord
     np.testing.assert_array_equal(vals, q[want_r, want_c])
     np.testing.assert_array_equal(is_label, y[want_r] == want_c)
     assert 0 < 10 * np.count_nonzero(want_r < 150) < np.count_nonzero(want_r >= 150)    # the dense part outgrew it
-
-
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])
-def test_row_argmax_is_torch_argmax_with_ties_nan_and_strides(dtype):
-    g = torch.Generator().manual_seed(0)
-    rng = np.random.default_rng(0)
-    for trial in range(200):
-        # K on both sides of NUMPY_ARGMAX_FROM: torch's argmax below it, numpy's from it on
-        n = int(rng.integers(1, 40))
-        k = int(rng.integers(1, 8)) if trial % 2 else int(rng.integers(NUMPY_ARGMAX_FROM, NUMPY_ARGMAX_FROM + 8))
-        x = torch.randint(-2, 3, (n, k), generator=g).to(dtype)      # small integers: many ties
-        if trial % 3 == 0:
-            x.view(-1)[int(rng.integers(n * k))] = float("nan")
-        if trial % 5 == 0:
-            x.view(-1)[int(rng.integers(n * k))] = float("-inf")
-        for view in (x, x.t(), x.flip(1)):
-            assert torch.equal(row_argmax(view), view.argmax(dim=1))
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
