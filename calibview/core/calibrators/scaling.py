@@ -90,7 +90,8 @@ def _features(scores: torch.Tensor, log_probs: bool, floor: float) -> torch.Tens
         return torch.log_softmax(x, dim=1).clamp_min_(floor)
     if floor > LOG_FLOOR:
         return x.clamp_min(floor)
-    return torch.nan_to_num(x, neginf=floor) if checks.has_neg_inf(x) else x
+    # the -inf check reads the scores as they came (float32 or float16: half the bytes of x or less)
+    return torch.nan_to_num(x, neginf=floor) if checks.has_neg_inf(scores) else x
 
 
 def _map_nll(scores, y: torch.Tensor, w: float, floor: float, cancel) -> float:

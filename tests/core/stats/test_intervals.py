@@ -56,10 +56,12 @@ def test_ace_leave_one_out_keeps_the_splits_groups():
     np.testing.assert_allclose(jackknife.binned_loo(conf, correct, 10)["ace"], out, rtol=0, atol=1e-13)
 
 
-def test_classwise_leave_one_out_equals_recomputation():
+@pytest.mark.parametrize("n, k, b, scale", [(80, 6, 10, 2.0), (300, 200, 15, 1.5), (300, 40, 5, 3.0)])
+def test_classwise_leave_one_out_equals_recomputation(n, k, b, scale):
+    """Few classes (most entries above the first bin edge) and many (nearly all in the first bin, whose sums
+    come out negative, positive, and positive but below the edge: every branch of classwise_loo)."""
     rng = np.random.default_rng(3)
-    n, k, b = 80, 6, 10
-    z = rng.normal(size=(n, k)) * 2
+    z = rng.normal(size=(n, k)) * scale
     p = np.exp(z) / np.exp(z).sum(1, keepdims=True)
     y = rng.integers(0, k, n)
 
@@ -73,7 +75,10 @@ def test_classwise_leave_one_out_equals_recomputation():
         return sums, np.abs(sums).sum() / (len(y) * k)
 
     sums, _ = cw(p, y)
-    rows = np.array([0, 5, 17, 79])
+    if k > 100:
+        s0, edge = sums[:, 0], 1.0 / b
+        assert (s0 < 0).any() and ((s0 > 0) & (s0 < edge)).any() and (s0 >= edge).any()
+    rows = np.array([0, 5, 17, 79]) if k < 100 else np.arange(n)
     ours = jackknife.classwise_loo(p[rows], y[rows], sums, n)
     brute = [cw(np.delete(p, i, 0), np.delete(y, i))[1] for i in rows]
     np.testing.assert_allclose(ours, brute, rtol=0, atol=1e-14)
