@@ -94,3 +94,19 @@ def test_the_help_defaults_are_the_cores():
     d = request_defaults()
     assert {k: v for k, v in d.items() if k != "max_memory"} == {k: fields[k] for k in d if k != "max_memory"}
     assert d["max_memory"] == DEFAULT_MAX_MEMORY and fields["max_memory"] is None
+
+
+def test_a_fit_by_l_bfgs_loads_no_torch_dynamo(tmp_path):
+    """Vector and matrix scaling fit by torch's L-BFGS; a torch optimiser's first add_param_group imports
+    torch._dynamo (1.3-1.8 s here) unless calibview's subclass skips that wrapper. The fits must still run."""
+    import calibview
+
+    r = subprocess.run([sys.executable, "-c", RUN % (("torch", "torch._dynamo"),), "metrics",
+                        str(calibview.demo_path()), "--run", "resnet110-brier/cifar10", "--calibrators", "vs,ms",
+                        "--n-boot", "0", "--json"], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    out, _, last = r.stdout.rstrip("\n").rpartition("\n")
+    report = json.loads(last)
+    assert report["rc"] == 0, r.stderr[-2000:]
+    assert report["loaded"] == ["torch"]
+    rows = json.loads(out)
+    assert [row["calibrator"] for row in rows] == ["vs", "ms"] and all(row["nll"] > 0 for row in rows)
