@@ -319,3 +319,42 @@ def test_precision_is_fixed_per_column_and_matches_the_shared_convention(table, 
             if "." in text and "/" not in text:
                 assert len(text.split(".")[1]) == units.unit(m).decimals, (m, text)
         assert model.data(model.index(row, METRIC_NAMES.index("debiased_ece") + 1), DISPLAY) not in ("0.0", "0.00")
+
+
+def test_the_interval_delegates_size_hint_is_the_style_options(table, demo_ev):
+    """sizeHint resolves the cell's font from the font role itself instead of filling a style option: the same
+    size for every cell, bold best-in-column cells and plain ones, with and without an interval line."""
+    from PySide6 import QtCore, QtGui
+
+    table.set_evaluation(demo_ev)
+    view = table.metrics_view
+    delegate = view.itemDelegate()
+    option = QtWidgets.QStyleOptionViewItem()
+    option.initFrom(view)
+    option.font = view.font()
+    model, bold = view.model(), 0
+    for r in range(model.rowCount()):
+        for c in range(1, model.columnCount()):
+            index = model.index(r, c)
+            opt, value, interval, small = delegate._lines(option, index)        # what paint() uses
+            if value is None:
+                continue
+            bold += opt.font.bold()
+            fm, sfm = QtGui.QFontMetrics(opt.font), QtGui.QFontMetrics(small)
+            want = QtCore.QSize(max(fm.horizontalAdvance(value), sfm.horizontalAdvance(interval)) + 8,
+                                fm.height() + (sfm.height() if interval else 0) + 6)
+            assert delegate.sizeHint(option, index) == want, (r, c, value, interval)
+    assert bold > 0                       # the bold (best in column) font was among them
+
+
+def test_per_class_columns_are_sized_again_only_when_their_numbers_change(table, demo_ev, monkeypatch):
+    calls = []
+    real = table.per_class_view.resizeColumnsToContents
+    monkeypatch.setattr(table.per_class_view, "resizeColumnsToContents", lambda: calls.append(1) or real())
+    table.set_evaluation(demo_ev)
+    assert len(calls) == 1
+    again = dataclasses.replace(demo_ev, results=tuple(dataclasses.replace(r) for r in demo_ev.results))
+    table.set_evaluation(again)                     # new result objects, the same per-class numbers: not resized
+    assert table.per_class_model.result() is again.results[0] and len(calls) == 1
+    assert table.select_calibrator("ts")            # another calibrator's numbers
+    assert len(calls) == 2

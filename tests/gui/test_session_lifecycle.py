@@ -115,3 +115,31 @@ def test_the_session_is_the_models_qt_face(session):
     session.n_boot = 7
     assert session.model.settings.n_boot == 7 and session.n_boot == 7
     assert session.evaluate() == 0 and session.generation == 0 and not session.busy     # nothing open
+
+
+def test_partial_results_are_drawn_at_most_once_per_gap_the_latest_one_winning(qtbot, session, monkeypatch):
+    """The first partial result is drawn at once; those that arrive before the gap has passed wait, and only the
+    latest of them is drawn when it has; a request's answer drops its waiting partial result."""
+    from calibview.gui import session as session_module
+
+    drawn, answered = [], []
+
+    def draw(generation, evaluation):
+        time.sleep(0.05)                                      # a redraw's cost sets the gap too (PARTIAL_SHARE)
+        drawn.append(evaluation)
+
+    monkeypatch.setattr(session.model, "evaluation_partial", draw)
+    monkeypatch.setattr(session.model, "evaluation_finished", lambda g, r: answered.append(r))
+    monkeypatch.setattr(session_module, "PARTIAL_GAP_S", 0.3)
+    for i in range(5):
+        session._on_worker_partial(7, f"partial {i}")
+    assert drawn == ["partial 0"]
+    qtbot.waitUntil(lambda: len(drawn) == 2, timeout=2000)
+    assert drawn == ["partial 0", "partial 4"]
+    session._on_worker_partial(7, "partial 5")               # within the gap: waits ...
+    session._on_worker_finished(7, "final")                  # ... and the answer drops it
+    qtbot.wait(500)
+    assert drawn == ["partial 0", "partial 4"] and answered == ["final"]
+    session._drop_partial(8)                                  # a new request: its first partial is drawn at once
+    session._on_worker_partial(8, "next")
+    assert drawn[-1] == "next"
