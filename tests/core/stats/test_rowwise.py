@@ -38,7 +38,7 @@ def test_nonzero_2d_is_numpys_nonzero_in_row_major_order():
             assert rows.dtype == cols.dtype == np.int64
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32, torch.float64, torch.bfloat16])
 def test_entries_above_is_torch_nonzero_with_nan_inf_and_strides(dtype):
     rng = np.random.default_rng(2)
     for trial in range(100):
