@@ -338,7 +338,8 @@ def bench_window(rows: Rows, pairs: int, quick: bool) -> None:
              f"window {r['median_window_s']:.2f} s vs CLI {r['median_cli_s']:.2f} s (medians of {r['pairs']} "
              f"interleaved pairs): ratio {r['ratio']:.2f}", "ratio <= 1.2", r["ratio"] <= 1.2,
              f"window (s): {fmt_list(r['window_s'])}; CLI (s): {fmt_list(r['cli_s'])}; window first partial (s): "
-             f"{fmt_list(r['first_partial_s'])}; OpenMP window {r['window_omp']}, CLI "
+             f"{fmt_list(r['first_partial_s'])}; GUI thread CPU during each window run (s): "
+             f"{fmt_list(r.get('gui_thread_cpu_s', []))}; OpenMP window {r['window_omp']}, CLI "
              f"{','.join(r['cli_omp'])}", short="window / CLI")
 
 

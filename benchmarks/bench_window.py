@@ -132,6 +132,17 @@ class WindowSide:
         self.tmp.cleanup()
 
 
+def gui_thread_cpu_s() -> float:
+    """CPU seconds the GUI (main) thread has used so far (Linux: its /proc task stat; NaN elsewhere). What the
+    window draws while the worker computes takes this time from the same cores, so it is printed per run."""
+    try:
+        with open(f"/proc/self/task/{os.getpid()}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return float("nan")
+
+
 def _stages(timings) -> str:
     fit = sum(v for k, v in timings.items() if k.startswith("fit:"))
     return (f"fit {fit:5.2f}  score {timings.get('score', 0):5.2f}  "
@@ -172,14 +183,17 @@ def main(argv=None) -> int:
           f"n_boot {req.n_boot}; bandwidth {req.bandwidth:g} {req.kernel}; device {req.device}")
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} CPUs, "
           f"Qt platform {window.app.platformName()}, window OpenMP {_omp()}")
-    win_s, cli_s, partial_s, cli_policy = [], [], [], set()
+    win_s, cli_s, partial_s, gui_s, cli_policy = [], [], [], [], set()
     try:
         for i in range(pairs):
+            cpu0 = gui_thread_cpu_s()
             t, ev = window.run()
+            gui_s.append(gui_thread_cpu_s() - cpu0)
             win_s.append(t)
             partial_s.append(window.last_partial_s)
             print(f"pair {i + 1}  window {t:6.2f} s (core {ev.elapsed_s:6.2f}, first partial "
-                  f"{window.last_partial_s:5.2f})  {_stages(ev.timings)}", flush=True)
+                  f"{window.last_partial_s:5.2f}, GUI thread CPU {gui_s[-1]:4.2f})  {_stages(ev.timings)}",
+                  flush=True)
             out = cli_run(req, cli_env)
             cli_s.append(out["elapsed_s"])
             cli_policy.add(out.get("omp_wait_policy"))
@@ -191,6 +205,7 @@ def main(argv=None) -> int:
     print(f"median window {w:.2f} s, median CLI compute {c:.2f} s, window / CLI = {w / c:.2f} (target <= 1.2); "
           f"CLI OpenMP {','.join(sorted(map(str, cli_policy)))}")
     print("RESULT " + json.dumps({"window_s": win_s, "cli_s": cli_s, "first_partial_s": partial_s,
+                                  "gui_thread_cpu_s": gui_s,
                                   "median_window_s": w, "median_cli_s": c, "ratio": w / c,
                                   "calibrators": list(req.calibrators), "n_boot": req.n_boot,
                                   "run": req.run, "pairs": pairs, "window_omp": _omp(),

@@ -358,3 +358,87 @@ def test_per_class_columns_are_sized_again_only_when_their_numbers_change(table,
     assert table.per_class_model.result() is again.results[0] and len(calls) == 1
     assert table.select_calibrator("ts")            # another calibrator's numbers
     assert len(calls) == 2
+
+
+def _pending(ev):
+    """``ev`` as a partial result: every interval still on its way."""
+    nan = float("nan")
+    results = tuple(dataclasses.replace(r, metrics={m: dataclasses.replace(e, lo=nan, hi=nan)
+                                                    for m, e in r.metrics.items()}) for r in ev.results)
+    return dataclasses.replace(ev, results=results, pending=True)
+
+
+def _sizes(view):
+    header = view.horizontalHeader()
+    return [header.sectionSize(c) for c in range(view.model().columnCount())]
+
+
+def _qt_sizes(view):
+    """The column widths Qt's own resizeColumnsToContents gives, the label column clamped as the table does."""
+    view.resizeColumnsToContents()
+    view.setColumnWidth(0, min(view.columnWidth(0), view.fontMetrics().horizontalAdvance("Temperature") + 40))
+    return _sizes(view)
+
+
+def test_columns_and_rows_are_sized_as_qt_sizes_them_to_their_contents(table, demo_ev, demo_file):
+    """The table fits its columns from the texts themselves and its rows once per change; the widths are Qt's
+    resizeColumnsToContents ones and every row is as tall as Qt's size hint for it, in every state: partial
+    (pending intervals), final (bold best cells), a hidden calibrator shown again, two splits, sorted, no
+    intervals, a narrower label column."""
+    view = table.metrics_view
+    no_boot = evaluate(EvalRequest(file=str(demo_file), run="resnet110-brier/cifar100", calibrators=("none", "ts"),
+                                   n_boot=0, device="cpu"))
+    other_split = dataclasses.replace(demo_ev, request=dataclasses.replace(demo_ev.request, eval_split="val"))
+
+    def rows_fit():
+        return [view.rowHeight(r) for r in range(view.model().rowCount())] == \
+            [view.sizeHintForRow(r) for r in range(view.model().rowCount())]
+
+    states = [lambda: table.set_evaluation(_pending(demo_ev)), lambda: table.set_evaluation(demo_ev),
+              lambda: table.set_hidden_calibrators({"ts"}), lambda: table.set_hidden_calibrators(()),
+              lambda: table.set_evaluations((demo_ev, other_split)), lambda: table.set_evaluation(no_boot)]
+    for i, state in enumerate(states):
+        state()
+        assert rows_fit(), i
+        ours = _sizes(view)
+        assert ours == _qt_sizes(view), i
+    table.set_evaluation(demo_ev)
+    view.sortByColumn(1 + METRIC_NAMES.index("ece"), Qt.SortOrder.DescendingOrder)
+    assert rows_fit()
+    view.setColumnWidth(0, 40)                          # the labels wrap onto more lines
+    assert rows_fit()
+
+
+def test_fitting_the_columns_does_not_ask_the_delegate_for_every_cell(table, demo_ev, monkeypatch):
+    """The metric columns are sized from their texts: the delegate's sizeHint is asked only for the label column
+    while the widths are fitted (the rows' heights still come from Qt, once per change)."""
+    delegate = table.metrics_view.itemDelegate()
+    calls, fitting, fits = [], [], []
+    real_hint, real_fit = type(delegate).sizeHint, table._fit_widths
+
+    def fit():
+        fitting.append(1)
+        fits.append(1)
+        real_fit()
+        fitting.clear()
+    monkeypatch.setattr(type(delegate), "sizeHint",
+                        lambda self, o, i: calls.append((bool(fitting), i.column())) or real_hint(self, o, i))
+    monkeypatch.setattr(table, "_fit_widths", fit)
+    table.set_evaluation(_pending(demo_ev))
+    table.set_evaluation(demo_ev)
+    assert len(fits) == 2
+    assert {c for during, c in calls if during} == {0}, calls
+    rows, columns = table.metrics_proxy.rowCount(), table.metrics_proxy.columnCount()
+    # one row fitting per result: each cell once, not once per layout pass or selection change
+    assert len(calls) <= 2 * rows * columns + 2 * rows, (len(calls), rows, columns)
+
+
+def test_the_same_hidden_calibrators_again_lay_out_nothing(table, demo_ev, monkeypatch):
+    table.set_evaluation(demo_ev)
+    table.set_hidden_calibrators({"ts"})
+    fits = []
+    monkeypatch.setattr(table, "_fit_rows", lambda: fits.append(1))
+    table.set_hidden_calibrators({"ts"})
+    assert fits == [] and table.metrics_proxy.rowCount() == len(demo_ev.results) - 1
+    table.set_hidden_calibrators(())
+    assert fits == [1] and table.metrics_proxy.rowCount() == len(demo_ev.results)

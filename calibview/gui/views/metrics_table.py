@@ -105,6 +105,10 @@ class MetricsTableModel(QtCore.QAbstractTableModel):
             self.dataChanged.emit(self.index(0, 1), self.index(self.rowCount() - 1, self.columnCount() - 1),
                                   [Qt.ItemDataRole.FontRole])
 
+    def hidden(self) -> frozenset[str]:
+        """The calibrators whose rows are hidden."""
+        return self._hidden
+
     def is_hidden(self, row: int) -> bool:
         """Whether row ``row``'s calibrator is hidden."""
         return self._ev is not None and self._rows[row][1].name in self._hidden
@@ -211,6 +215,12 @@ class MetricsTableModel(QtCore.QAbstractTableModel):
             return font
         return None
 
+    def cell_lines(self, row: int, column: int) -> tuple[str, str, bool]:
+        """(value line, interval line or "", whether bold) of a metric cell: what the delegate draws there."""
+        index = self.index(row, column)
+        return (self.data(index, VALUE_TEXT_ROLE), self.data(index, INTERVAL_TEXT_ROLE) or "",
+                self.data(index, Qt.ItemDataRole.FontRole) is not None)
+
     def _calibrator_data(self, r: CalibratorResult, row: int, role):
         if role == _DISPLAY:
             return r.label
@@ -264,6 +274,7 @@ class MetricsTable(QtWidgets.QWidget):
         self._per_class_ev: Optional[Evaluation] = None      # the evaluation (split) of the current row
         self._per_class_fitted: Optional[tuple] = None       # what the per-class columns were sized for
         self._quiet = False
+        self._fitting = False                                # _fit_columns sizes the rows once, at its end
         self.metrics_model = MetricsTableModel(self)
         self.metrics_proxy = NumericSortProxy(self)
         self.metrics_proxy.setSourceModel(self.metrics_model)
@@ -274,7 +285,11 @@ class MetricsTable(QtWidgets.QWidget):
         self.metrics_view = TableView()
         self.metrics_view.setModel(self.metrics_proxy)
         self.metrics_view.setItemDelegate(IntervalDelegate(self.metrics_view))
-        self.metrics_view.verticalHeader().setSectionResizeMode(QtWidgets.QHeaderView.ResizeMode.ResizeToContents)
+        # rows are sized by _fit_rows when their contents change, not by a ResizeToContents header, which asks the
+        # delegate for every cell's size at each layout pass (several per redraw, and on every selection change)
+        self.metrics_proxy.layoutChanged.connect(self._fit_rows)
+        self.metrics_view.horizontalHeader().sectionResized.connect(
+            lambda col, _old, _new: self._fit_rows() if col == 0 and not self._fitting else None)  # labels rewrap
         self.metrics_view.setWordWrap(True)
         self.metrics_view.setTextElideMode(Qt.TextElideMode.ElideMiddle)
         self.metrics_view.sortByColumn(0, Qt.SortOrder.AscendingOrder)
@@ -329,10 +344,45 @@ class MetricsTable(QtWidgets.QWidget):
         return self.metrics_model.evaluation()
 
     def _fit_columns(self) -> None:
-        view = self.metrics_view
-        view.resizeColumnsToContents()
+        """Size each column to its contents, as QTableView.resizeColumnsToContents would, then each row.
+
+        The metric columns' widths come from the texts themselves (the delegate's :meth:`IntervalDelegate.cell_size`
+        with cached font metrics): Qt's way asks the delegate for every cell through the proxy and the model, four
+        data() calls a cell over sixty columns, which took a quarter of a second of the GUI thread per partial
+        result while the worker computed beside it on the same two cores."""
+        self._fitting = True                # resizing the label column must not size the rows each time
+        try:
+            self._fit_widths()
+        finally:
+            self._fitting = False
+        self._fit_rows()
+
+    def _fit_widths(self) -> None:
+        view, model = self.metrics_view, self.metrics_model
+        header, delegate = view.horizontalHeader(), view.itemDelegate()
+        rows = [r for r in range(model.rowCount()) if not model.is_hidden(r)]
+        base = view.font()
+        bold = QtGui.QFont(base)
+        bold.setBold(True)
+        grid = 1 if view.showGrid() else 0
+        for col in range(model.columnCount()):
+            if view.isColumnHidden(col):
+                continue
+            if model.metric_of(col) is None:                   # the label and split columns: few cells, Qt's way
+                content = view.sizeHintForColumn(col)
+            else:
+                content = max((delegate.cell_size(bold if bolded else base, value, interval).width()
+                               for value, interval, bolded in (model.cell_lines(r, col) for r in rows)),
+                              default=0) + grid
+            width = max(content, header.sectionSizeHint(col))
+            header.resizeSection(col, min(max(width, header.minimumSectionSize()), header.maximumSectionSize()))
         # Long labels wrap onto the two lines every row has anyway; the tooltip holds the full label.
         view.setColumnWidth(0, min(view.columnWidth(0), view.fontMetrics().horizontalAdvance("Temperature") + 40))
+
+    def _fit_rows(self) -> None:
+        """Each row's height for its cells (the label column wraps): once per change of the contents, the
+        calibrators shown, the order or the label column's width."""
+        self.metrics_view.resizeRowsToContents()
 
     def selected_calibrator(self) -> Optional[str]:
         """The name of the current row's calibrator, or None."""
@@ -346,10 +396,13 @@ class MetricsTable(QtWidgets.QWidget):
 
     def set_hidden_calibrators(self, names: Iterable[str]) -> None:
         """Hide these calibrators' rows (the CSV export still holds every row)."""
+        if frozenset(names) == self.metrics_model.hidden():
+            return                              # the window says so after every result: nothing to lay out again
         self._quiet = True
         try:
             self.metrics_model.set_hidden(names)
             self.metrics_proxy.refilter()
+            self._fit_rows()                       # rows shown again come back at the default height
             if not self._select(self._selected):
                 self._select_first()
         finally:

@@ -157,9 +157,13 @@ class IntervalDelegate(QtWidgets.QStyledItemDelegate):
         value = index.data(VALUE_TEXT_ROLE)
         if value is None:
             return super().sizeHint(option, index)
-        interval = index.data(INTERVAL_TEXT_ROLE) or ""
         role_font = index.data(Qt.ItemDataRole.FontRole)
         font = QtGui.QFont(role_font).resolve(option.font) if role_font is not None else option.font
+        return self.cell_size(font, value, index.data(INTERVAL_TEXT_ROLE) or "")
+
+    def cell_size(self, font: QtGui.QFont, value: str, interval: str) -> QtCore.QSize:
+        """The size of a cell showing ``value`` in ``font`` over ``interval`` ("" for none) in its smaller font:
+        what :meth:`sizeHint` answers, for callers that already hold the texts (fitting a column)."""
         key = font.key()
         if key not in self._metrics:
             self._metrics[key] = (QtGui.QFontMetrics(font), QtGui.QFontMetrics(_small(font)))
