@@ -24,12 +24,13 @@ DEFAULT_CALIBRATORS = Settings.calibrators
 _log = logging.getLogger(__name__)
 
 #: partial results (each calibrator's point estimates as it is scored) are drawn at most this often, and take at
-#: most PARTIAL_SHARE of the GUI thread: drawing seven calibrators' partial results took up to 0.4 s each, and
-#: while the GUI thread draws it holds the interpreter lock the worker scores under (the demo's scoring stage took
-#: 3.2 s in the window against 1.2 s in the CLI with every partial drawn). The first is drawn at once; one that
-#: arrives too soon waits, and a later one replaces it.
-PARTIAL_GAP_S = 0.25
-PARTIAL_SHARE = 0.25
+#: most PARTIAL_SHARE of the GUI thread: while the GUI thread draws, it takes one of the cores the worker computes
+#: on and holds the interpreter lock the worker scores under. The first is drawn at once; one that arrives too soon
+#: waits, and a later one replaces it. Measured on the seven-calibrator demo evaluation (2 cores, 4 interleaved
+#: runs): a 0.25 s gap and a 25 % share drew 6-7 partials, 1.27 s of GUI-thread CPU, 9.5 s to the final result; a
+#: 0.5 s gap and a 10 % share drew 3-4, 0.70 s, 8.5 s.
+PARTIAL_GAP_S = 0.5
+PARTIAL_SHARE = 0.1
 
 
 def _attribute(name: str, part: Optional[str] = None, writable: bool = False) -> property:
