@@ -5,12 +5,15 @@
 Window run: from ``session.evaluate()`` to the finished result (every interval; not a partial one) delivered in
 the GUI thread (the session's ``evaluation_changed``, after the main window has drawn it), in a real event loop
 with the real MainWindow shown. The process is set up as ``python -m calibview.gui.app`` sets it up
-(``app.configure_openmp`` before torch loads). The window's engine cache is emptied before each run, so every
-window run computes from scratch like the CLI's fresh process (the first partial result's time is printed too).
+(``app.configure_openmp`` before torch loads, then ``heap.tune_allocator``). The window's engine cache is emptied
+before each run, so every window run computes from scratch like the CLI's fresh process (the first partial
+result's time and the GUI thread's CPU time are printed too). The window's runs are not its process's first
+evaluation and the CLI's are: on this project's 2-core machines a process's later evaluations of the demo scored
+about 0.3 s slower than its first, in a plain Python process too (no Qt), so part of the ratio is that.
 CLI run: a fresh ``python`` process that starts as ``calibview metrics`` starts (``startup.configure_openmp``
-before torch loads: GOMP_SPINCOUNT=3000 unless the environment sets a policy), runs the same request through
-``calibview.core.evaluation.engine.evaluate`` (a fresh Engine) in its main thread, with this script's original
-environment, and prints ``evaluation.elapsed_s`` (its compute time; the interpreter start and imports are not
+before torch loads: GOMP_SPINCOUNT=3000 unless the environment sets a policy; ``heap.tune_allocator``), runs
+the same request through ``calibview.core.evaluation.engine.evaluate`` (a fresh Engine) in its main thread, with
+this script's original environment, and prints ``evaluation.elapsed_s`` (its compute time; the interpreter start and imports are not
 counted). The last line is ``RESULT {json}`` for scripts (bench_engine.py).
 Runs are interleaved (window, CLI, window, ...) so that load on a shared machine hits both sides alike; the
 medians and their ratio (target: window / CLI <= 1.2) are printed.
@@ -41,6 +44,8 @@ _CHILD = """
 import ast, json, os, sys
 from calibview.startup import configure_openmp
 configure_openmp()                      # as calibview.cli.program.main does, before torch loads
+from calibview.core.io.heap import tune_allocator
+tune_allocator()                        # and the allocator settings it starts with
 omp = lambda: " ".join(f"{k}={os.environ.get(k)}" for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT") if k in os.environ)
 from calibview.core.evaluation.engine import evaluate
 from calibview.core.evaluation.request import EvalRequest
@@ -175,6 +180,9 @@ def main(argv=None) -> int:
         args.file = str(calibview.demo_path())
     if not args.no_app_setup and not app.configure_openmp():
         print("note: torch was imported before the window's set-up; the window side is not as the app runs")
+    if not args.no_app_setup:
+        from calibview.core.io.heap import tune_allocator
+        tune_allocator()                               # as the window's main() does
     import torch
 
     window = WindowSide(args.file, args.run, calibrators, n_boot)
