@@ -13,8 +13,8 @@ about 0.3 s slower than its first, in a plain Python process too (no Qt), so par
 CLI run: a fresh ``python`` process that starts as ``calibview metrics`` starts (``startup.configure_openmp``
 before torch loads: GOMP_SPINCOUNT=3000 unless the environment sets a policy; ``heap.tune_allocator``), runs
 the same request through ``calibview.core.evaluation.engine.evaluate`` (a fresh Engine) in its main thread, with
-this script's original environment, and prints ``evaluation.elapsed_s`` (its compute time; the interpreter start and imports are not
-counted). The last line is ``RESULT {json}`` for scripts (bench_engine.py).
+this script's original environment, and prints ``evaluation.elapsed_s`` (its compute time; the interpreter start
+and imports are not counted). The last line is ``RESULT {json}`` for scripts (bench_engine.py).
 Runs are interleaved (window, CLI, window, ...) so that load on a shared machine hits both sides alike; the
 medians and their ratio (target: window / CLI <= 1.2) are printed.
 

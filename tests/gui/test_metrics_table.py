@@ -19,7 +19,7 @@ from calibview.core.io.writer import write_run  # noqa: E402
 from calibview.core.stats.metrics import METRIC_NAMES, NO_INTERVAL  # noqa: E402
 from calibview.core.evaluation.toplabel.absent import BINARY_METRICS  # noqa: E402
 from calibview.core.reports.tables import metrics_csv, metrics_rows  # noqa: E402
-from calibview.gui.views.metrics_table import VALUE_TEXT_ROLE, MetricsTable  # noqa: E402
+from calibview.gui.views.metrics_table import INTERVAL_TEXT_ROLE, VALUE_TEXT_ROLE, MetricsTable  # noqa: E402
 
 DISPLAY, USER, TOOLTIP = Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.UserRole, Qt.ItemDataRole.ToolTipRole
 EXPECTED_HEADERS = ["Calibrator", "Acc %", "NLL", "Brier ×100", "Brier (top) ×100", "ECE %", "RMSCE %", "MCE %",
@@ -336,9 +336,14 @@ def test_the_interval_delegates_size_hint_is_the_style_options(table, demo_ev):
     for r in range(model.rowCount()):
         for c in range(1, model.columnCount()):
             index = model.index(r, c)
-            opt, value, interval, small = delegate._lines(option, index)        # what paint() uses
+            value, interval = index.data(VALUE_TEXT_ROLE), index.data(INTERVAL_TEXT_ROLE) or ""
             if value is None:
                 continue
+            opt = QtWidgets.QStyleOptionViewItem(option)
+            delegate.initStyleOption(opt, index)                  # the font Qt's own option filling gives
+            small = QtGui.QFont(opt.font)
+            small.setBold(False)
+            small.setPointSizeF(opt.font.pointSizeF() * 0.85)
             bold += opt.font.bold()
             fm, sfm = QtGui.QFontMetrics(opt.font), QtGui.QFontMetrics(small)
             want = QtCore.QSize(max(fm.horizontalAdvance(value), sfm.horizontalAdvance(interval)) + 8,
@@ -442,3 +447,75 @@ def test_the_same_hidden_calibrators_again_lay_out_nothing(table, demo_ev, monke
     assert fits == [] and table.metrics_proxy.rowCount() == len(demo_ev.results) - 1
     table.set_hidden_calibrators(())
     assert fits == [1] and table.metrics_proxy.rowCount() == len(demo_ev.results)
+
+
+def _reference_paint(delegate, painter, option, index):
+    """A metric cell painted from the style option Qt's initStyleOption fills (what the delegate did before it
+    took the view's option with the cell's font): the oracle of the pixel comparison below."""
+    from PySide6 import QtCore, QtGui
+
+    opt = QtWidgets.QStyleOptionViewItem(option)
+    delegate.initStyleOption(opt, index)
+    value, interval = index.data(VALUE_TEXT_ROLE), index.data(INTERVAL_TEXT_ROLE) or ""
+    small = QtGui.QFont(opt.font)
+    small.setBold(False)
+    small.setPointSizeF(opt.font.pointSizeF() * 0.85)
+    opt.text = ""
+    style = opt.widget.style() if opt.widget else QtWidgets.QApplication.style()
+    style.drawControl(QtWidgets.QStyle.ControlElement.CE_ItemViewItem, opt, painter, opt.widget)
+    rect = opt.rect.adjusted(3, 2, -4, -2)
+    selected = bool(opt.state & QtWidgets.QStyle.StateFlag.State_Selected)
+    pal = opt.palette
+    text = pal.color(QtGui.QPalette.ColorRole.HighlightedText if selected else QtGui.QPalette.ColorRole.Text)
+    back = pal.color(QtGui.QPalette.ColorRole.Highlight if selected else QtGui.QPalette.ColorRole.Base)
+    dim = QtGui.QColor.fromRgbF(*(0.6 * t + 0.4 * b for t, b in zip(text.getRgbF()[:3], back.getRgbF()[:3])))
+    fm = QtGui.QFontMetrics(opt.font)
+    right = Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
+    painter.setFont(opt.font)
+    painter.setPen(text)
+    top = QtCore.QRect(rect) if not interval else QtCore.QRect(rect.left(), rect.top(), rect.width(), fm.height())
+    painter.drawText(top, right, value)
+    if interval:
+        painter.setFont(small)
+        painter.setPen(dim)
+        painter.drawText(QtCore.QRect(rect.left(), top.bottom() + 1, rect.width(), rect.bottom() - top.bottom()),
+                         right, interval)
+
+
+@pytest.mark.parametrize("pending", [False, True])
+def test_metric_cells_paint_the_pixels_of_qts_style_option(table, demo_ev, pending):
+    """Every metric cell, selected or not, on plain and alternate rows, bold or not, with an interval, a pending
+    one or none: the delegate's paint gives exactly the pixels of the style option initStyleOption fills."""
+    from PySide6 import QtCore, QtGui
+
+    table.set_evaluation(_pending(demo_ev) if pending else demo_ev)
+    view = table.metrics_view
+    model, delegate = view.model(), view.itemDelegate()
+    compared = bold = 0
+    for r in range(model.rowCount()):
+        for c in range(1, model.columnCount()):
+            index = model.index(r, c)
+            if index.data(VALUE_TEXT_ROLE) is None:
+                continue
+            for selected in (False, True):
+                option = QtWidgets.QStyleOptionViewItem()
+                option.initFrom(view)
+                option.font = view.font()
+                option.rect = QtCore.QRect(0, 0, view.columnWidth(c), view.rowHeight(r))
+                option.widget = view
+                if r % 2:
+                    option.features |= QtWidgets.QStyleOptionViewItem.ViewItemFeature.Alternate
+                if selected:
+                    option.state |= QtWidgets.QStyle.StateFlag.State_Selected
+                images = []
+                for paint in (delegate.paint, lambda p, o, i: _reference_paint(delegate, p, o, i)):
+                    image = QtGui.QImage(option.rect.size(), QtGui.QImage.Format.Format_ARGB32)
+                    image.fill(QtGui.QColor("white"))
+                    painter = QtGui.QPainter(image)
+                    paint(painter, option, index)
+                    painter.end()
+                    images.append(image)
+                assert images[0] == images[1], (r, c, selected)
+                compared += 1
+            bold += index.data(Qt.ItemDataRole.FontRole) is not None
+    assert compared > 100 and (pending or bold > 0)
