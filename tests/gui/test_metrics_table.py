@@ -450,36 +450,12 @@ def test_the_same_hidden_calibrators_again_lay_out_nothing(table, demo_ev, monke
 
 
 def _reference_paint(delegate, painter, option, index):
-    """A metric cell painted from the style option Qt's initStyleOption fills (what the delegate did before it
-    took the view's option with the cell's font): the oracle of the pixel comparison below."""
-    from PySide6 import QtCore, QtGui
-
+    """A metric cell drawn from the style option Qt's initStyleOption fills (what the delegate did before it took
+    the view's option with the cell's font): the oracle of the pixel comparison below."""
     opt = QtWidgets.QStyleOptionViewItem(option)
     delegate.initStyleOption(opt, index)
-    value, interval = index.data(VALUE_TEXT_ROLE), index.data(INTERVAL_TEXT_ROLE) or ""
-    small = QtGui.QFont(opt.font)
-    small.setBold(False)
-    small.setPointSizeF(opt.font.pointSizeF() * 0.85)
     opt.text = ""
-    style = opt.widget.style() if opt.widget else QtWidgets.QApplication.style()
-    style.drawControl(QtWidgets.QStyle.ControlElement.CE_ItemViewItem, opt, painter, opt.widget)
-    rect = opt.rect.adjusted(3, 2, -4, -2)
-    selected = bool(opt.state & QtWidgets.QStyle.StateFlag.State_Selected)
-    pal = opt.palette
-    text = pal.color(QtGui.QPalette.ColorRole.HighlightedText if selected else QtGui.QPalette.ColorRole.Text)
-    back = pal.color(QtGui.QPalette.ColorRole.Highlight if selected else QtGui.QPalette.ColorRole.Base)
-    dim = QtGui.QColor.fromRgbF(*(0.6 * t + 0.4 * b for t, b in zip(text.getRgbF()[:3], back.getRgbF()[:3])))
-    fm = QtGui.QFontMetrics(opt.font)
-    right = Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
-    painter.setFont(opt.font)
-    painter.setPen(text)
-    top = QtCore.QRect(rect) if not interval else QtCore.QRect(rect.left(), rect.top(), rect.width(), fm.height())
-    painter.drawText(top, right, value)
-    if interval:
-        painter.setFont(small)
-        painter.setPen(dim)
-        painter.drawText(QtCore.QRect(rect.left(), top.bottom() + 1, rect.width(), rect.bottom() - top.bottom()),
-                         right, interval)
+    delegate.draw(painter, opt, index.data(VALUE_TEXT_ROLE), index.data(INTERVAL_TEXT_ROLE) or "")
 
 
 @pytest.mark.parametrize("pending", [False, True])

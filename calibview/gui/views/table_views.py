@@ -187,6 +187,11 @@ class IntervalDelegate(QtWidgets.QStyledItemDelegate):
         opt = QtWidgets.QStyleOptionViewItem(option)
         opt.font = self._cell_font(option, index)
         opt.index = index
+        self.draw(painter, opt, value, interval)
+
+    def draw(self, painter, opt, value: str, interval: str) -> None:
+        """Paint the cell's panel by the style, then ``value`` and under it ``interval`` ("" for none) in the
+        option's rectangle and font."""
         style = opt.widget.style() if opt.widget else QtWidgets.QApplication.style()
         style.drawControl(QtWidgets.QStyle.ControlElement.CE_ItemViewItem, opt, painter, opt.widget)
         rect = opt.rect.adjusted(3, 2, -4, -2)
