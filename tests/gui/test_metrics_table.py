@@ -419,16 +419,18 @@ def test_fitting_the_columns_does_not_ask_the_delegate_for_every_cell(table, dem
     while the widths are fitted (the rows' heights still come from Qt, once per change)."""
     delegate = table.metrics_view.itemDelegate()
     calls, fitting, fits = [], [], []
-    real_hint, real_fit = type(delegate).sizeHint, table._fit_widths
+    from calibview.gui.views import metrics_table
 
-    def fit():
+    real_hint, real_fit = type(delegate).sizeHint, metrics_table.fit_columns
+
+    def fit(view, cells):
         fitting.append(1)
         fits.append(1)
-        real_fit()
+        real_fit(view, cells)
         fitting.clear()
     monkeypatch.setattr(type(delegate), "sizeHint",
                         lambda self, o, i: calls.append((bool(fitting), i.column())) or real_hint(self, o, i))
-    monkeypatch.setattr(table, "_fit_widths", fit)
+    monkeypatch.setattr(metrics_table, "fit_columns", fit)
     table.set_evaluation(_pending(demo_ev))
     table.set_evaluation(demo_ev)
     assert len(fits) == 2

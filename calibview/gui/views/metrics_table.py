@@ -22,7 +22,7 @@ from calibview.core.stats.metrics import METRIC_HELP, METRIC_NAMES
 from calibview.core.io.safe_io import atomic_write
 from calibview.core.reports.tables import metrics_csv, metrics_rows, table_csv
 from calibview.gui.views.table_views import (INTERVAL_TEXT_ROLE, SORT_ROLE, VALUE_TEXT_ROLE, IntervalDelegate,
-                                             NumericSortProxy, PerClassModel, TableView)
+                                             NumericSortProxy, PerClassModel, TableView, fit_columns)
 
 __all__ = ["MetricsTable", "MetricsTableModel", "PerClassModel", "SORT_ROLE", "VALUE_TEXT_ROLE", "INTERVAL_TEXT_ROLE"]
 
@@ -344,40 +344,19 @@ class MetricsTable(QtWidgets.QWidget):
         return self.metrics_model.evaluation()
 
     def _fit_columns(self) -> None:
-        """Size each column to its contents, as QTableView.resizeColumnsToContents would, then each row.
-
-        The metric columns' widths come from the texts themselves (the delegate's :meth:`IntervalDelegate.cell_size`
-        with cached font metrics): Qt's way asks the delegate for every cell through the proxy and the model, four
-        data() calls a cell over sixty columns, which took a quarter of a second of the GUI thread per partial
-        result while the worker computed beside it on the same two cores."""
+        """Size each column to its contents as QTableView.resizeColumnsToContents would (the metric columns from
+        their texts: see :func:`fit_columns`), then each row once."""
+        view, model = self.metrics_view, self.metrics_model
+        rows = [r for r in range(model.rowCount()) if not model.is_hidden(r)]
         self._fitting = True                # resizing the label column must not size the rows each time
         try:
-            self._fit_widths()
+            fit_columns(view, lambda col: None if model.metric_of(col) is None else
+                        [model.cell_lines(r, col) for r in rows])
+            # Long labels wrap onto the two lines every row has anyway; the tooltip holds the full label.
+            view.setColumnWidth(0, min(view.columnWidth(0), view.fontMetrics().horizontalAdvance("Temperature") + 40))
         finally:
             self._fitting = False
         self._fit_rows()
-
-    def _fit_widths(self) -> None:
-        view, model = self.metrics_view, self.metrics_model
-        header, delegate = view.horizontalHeader(), view.itemDelegate()
-        rows = [r for r in range(model.rowCount()) if not model.is_hidden(r)]
-        base = view.font()
-        bold = QtGui.QFont(base)
-        bold.setBold(True)
-        grid = 1 if view.showGrid() else 0
-        for col in range(model.columnCount()):
-            if view.isColumnHidden(col):
-                continue
-            if model.metric_of(col) is None:                   # the label and split columns: few cells, Qt's way
-                content = view.sizeHintForColumn(col)
-            else:
-                content = max((delegate.cell_size(bold if bolded else base, value, interval).width()
-                               for value, interval, bolded in (model.cell_lines(r, col) for r in rows)),
-                              default=0) + grid
-            width = max(content, header.sectionSizeHint(col))
-            header.resizeSection(col, min(max(width, header.minimumSectionSize()), header.maximumSectionSize()))
-        # Long labels wrap onto the two lines every row has anyway; the tooltip holds the full label.
-        view.setColumnWidth(0, min(view.columnWidth(0), view.fontMetrics().horizontalAdvance("Temperature") + 40))
 
     def _fit_rows(self) -> None:
         """Each row's height for its cells (the label column wraps): once per change of the contents, the
