@@ -178,8 +178,9 @@ class IntervalDelegate(QtWidgets.QStyledItemDelegate):
     def paint(self, painter, option, index):
         """The value, and under it its interval in a smaller font, right-aligned. The cell's panel (alternating
         row, selection) is the style's; the style option is the view's with the cell's font, not one filled by
-        initStyleOption (0.13-0.24 ms a cell with it, 0.08-0.09 without, offscreen): the model has no text, icon
-        or background role for a metric cell, so the style draws the same panel, pixel for pixel."""
+        initStyleOption (0.13-0.24 ms a cell with it, 0.08-0.09 without, offscreen). The style never draws a metric
+        cell's text (:meth:`draw` does, as two lines) and the model gives such a cell no icon or background, so
+        the panel is the same, pixel for pixel."""
         value = index.data(VALUE_TEXT_ROLE)
         if value is None:
             return super().paint(painter, option, index)
@@ -219,8 +220,8 @@ def fit_columns(view: QtWidgets.QTableView, cells) -> None:
     would: the wider of the header's size hint and the cells', within the header's bounds. ``cells(column)`` gives
     the column's (value line, interval line or "", bold) of every shown row, or None for a column Qt sizes itself
     (its few label cells). Qt's own way asks the delegate for every cell through the proxy and the model, four
-    data() calls a cell: over 36 columns that took a quarter of a second of the GUI thread per partial result
-    while the worker computed beside it on the same two cores."""
+    data() calls a cell: over 36 columns that was most of the GUI thread's quarter second per partial result,
+    taken while the worker computed beside it on the same two cores."""
     header, delegate = view.horizontalHeader(), view.itemDelegate()
     base = view.font()
     bold = QtGui.QFont(base)
