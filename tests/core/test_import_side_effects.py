@@ -31,18 +31,20 @@ ctypes.CDLL = lambda name, *a, **k: Spy(real_cdll(name, *a, **k)) if name == "li
 real_umask(0o027)
 import calibview, calibview.core, calibview.core.evaluation.request, calibview.core.reports.tables, calibview.core.io.stream
 import calibview.core.io.importers, calibview.core.io.logits, calibview.cli.program
-after_import = {"umask": list(umask_calls), "mallopt": list(mallopt_calls), "mask": real_umask(0o027)}
+import numpy
+after_import = {"umask": list(umask_calls), "mallopt": list(mallopt_calls), "mask": real_umask(0o027),
+                "numpy_hugepages": numpy._core.multiarray._get_madvise_hugepage()}
 from calibview.core.io import heap
 has_libc = heap._LIBC is not None
 rc = calibview.cli.program.main(["metrics", sys.argv[1], "--calibrators", "none", "--n-boot", "0", "--json"])
 print(json.dumps({"after_import": after_import, "mallopt_after_main": mallopt_calls, "rc": rc,
-                  "has_libc": has_libc}))
+                  "has_libc": has_libc, "numpy_hugepages_after_main": numpy._core.multiarray._get_madvise_hugepage()}))
 """
 
 
 @pytest.fixture(scope="module")
 def spied(demo_file):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_") and k != "NUMPY_MADVISE_HUGEPAGE"}
     r = subprocess.run([sys.executable, "-c", SPY, str(demo_file)], capture_output=True, text=True, env=env)
     assert r.returncode == 0, r.stderr
     import json
@@ -60,6 +62,13 @@ def test_the_cli_tunes_the_allocator_when_it_runs(spied):
         pytest.skip("not glibc: there is no allocator to tune")
     assert spied["rc"] == 0
     assert len(spied["mallopt_after_main"]) == 2          # M_MMAP_THRESHOLD and M_TRIM_THRESHOLD, once
+
+
+def test_the_cli_switches_numpys_huge_page_advice_off_when_it_runs(spied):
+    if sys.platform != "linux":
+        pytest.skip("numpy advises huge pages on Linux only")
+    assert spied["after_import"]["numpy_hugepages"] is True     # importing calibview leaves numpy as it was
+    assert spied["numpy_hugepages_after_main"] is False
 
 
 @pytest.mark.parametrize("proc", [True, False])

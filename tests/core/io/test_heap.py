@@ -4,6 +4,12 @@ trims and page-faults its temporaries back in."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
+import pytest
+
 from calibview.core.io import heap
 
 MB = 1 << 20
@@ -45,3 +51,29 @@ def test_resident_size_is_read_from_proc():
     big = bytearray(64 * MB)                          # touched: resident
     assert heap._resident() >= 64 * MB
     del big
+
+
+HUGEPAGES = """
+import sys
+if sys.argv[1] == "numpy first":
+    import numpy
+from calibview.core.io.heap import tune_allocator
+tune_allocator()
+import numpy
+print(numpy._core.multiarray._get_madvise_hugepage())
+"""
+
+
+@pytest.mark.parametrize("order", ["numpy first", "numpy after"])
+@pytest.mark.parametrize("user", [None, "0", "1"])
+def test_numpys_huge_page_advice_is_off_after_tuning_unless_the_user_chose(order, user):
+    """numpy reads NUMPY_MADVISE_HUGEPAGE when it is imported, so the advice must be switched off both in a numpy
+    imported already and in one imported later; a user's own setting of the variable is left alone."""
+    if sys.platform != "linux":
+        pytest.skip("numpy advises huge pages on Linux only")
+    env = {k: v for k, v in os.environ.items() if k != "NUMPY_MADVISE_HUGEPAGE"}
+    if user is not None:
+        env["NUMPY_MADVISE_HUGEPAGE"] = user
+    r = subprocess.run([sys.executable, "-c", HUGEPAGES, order], capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split()[-1] == ("True" if user == "1" else "False")
