@@ -386,12 +386,14 @@ def evaluate_all(args, engine=None) -> list:
     announce_cost(requests)
     bar = ProgressBar(enabled=False if args.quiet else None)
     cancel = threading.Event()
-    engine = engine if engine is not None else Engine()
+    own, engine = engine is None, engine if engine is not None else Engine()
     results = []
     try:
         for i, req in enumerate(requests):
             bar.prefix = f"{req.run} ({i + 1}/{len(requests)}) "
-            results.extend(engine.evaluate_settings(req, settings, progress=bar, cancel=cancel))
+            results.extend(evs := engine.evaluate_settings(req, settings, progress=bar, cancel=cancel))
+            if own:                       # nothing reads this engine after the command
+                engine.forget_run(evs[-1], unless=requests[i + 1:])
     finally:
         bar.done()
     return results
@@ -422,11 +424,9 @@ def member_expanded(requests: list, selection: Optional[str]) -> list:
     if selection in ("none", "ensemble"):
         return list(requests)
     out = []
-    for req in requests:
-        if shards.is_pattern(req.file):
-            out.append(req)
-            continue
-        out += member_requests(req, discovery.find_run(req.file, req.run), selection)
+    for req in requests:                    # a glob of shards has no members
+        out += ([req] if shards.is_pattern(req.file)
+                else member_requests(req, discovery.find_run(req.file, req.run), selection))
     return out
 
 

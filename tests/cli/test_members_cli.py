@@ -136,3 +136,44 @@ def test_slices_by_epistemic_tercile_match_numpy_on_the_demo_ensemble(demo_file,
         assert rows[name]["ece"] == pytest.approx(ece, abs=1e-9)
     # the models disagree most where the ensemble is least accurate
     assert rows["high MI"]["accuracy"] < rows["low MI"]["accuracy"]
+
+
+def test_metrics_forgets_each_finished_run_but_keeps_what_later_runs_share(tmp_path, capsys, monkeypatch):
+    """Nothing reads the command's engine after it, so each run's cached results go once no later request of the
+    command names that run and member (a members run's per-member vectors piled up otherwise). Each member still
+    fits once for both evaluation splits; the resample counts stay, shared by every run on samples of the same
+    size (one draw for the whole command); and the numbers are those of an engine that keeps everything."""
+    from calibview.cli.options import evaluate_all
+    from calibview.cli.program import build_parser
+    from calibview.core.evaluation import engine as engine_mod
+    from calibview.core.reports.tables import metrics_rows
+    from calibview.core.stats.resampling import Resampler
+
+    path = _file(tmp_path)
+    engines, draws = [], []
+    real_draw = Resampler.counts_matrix
+
+    class Spy(engine_mod.Engine):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            engines.append(self)
+
+    monkeypatch.setattr(engine_mod, "Engine", Spy)
+    monkeypatch.setattr(Resampler, "counts_matrix", lambda self: draws.append(1) or real_draw(self))
+    args = build_parser().parse_args(["metrics", str(path), "--n-boot", "50", "--quiet", "--calibrators", "none,ts",
+                                      "--eval-split", "test,val", "--fit-split", "val"])
+    evs = evaluate_all(args)
+    rows = [(ev.run.name, ev.request.member, ev.request.eval_split) for ev in evs]
+    assert len(rows) == len(set(rows)) == 12 and len(engines) == 1     # (ens: ensemble, deterministic, 3 members;
+    fits = {}                                                          # plain) x (test, val)
+    for ev in evs:
+        fits.setdefault((ev.run.name, ev.request.member), []).extend(ev.counters.fitted)
+    assert len(fits) == 6 and all(f == ["ts"] for f in fits.values()), fits     # once for both splits
+    assert {key[0] for key in engines[0].cache._items} == {"counts", "units"}
+    assert len(draws) == 1                     # every split of every run here has 300 samples and 4 classes
+
+    monkeypatch.setattr(engine_mod.Engine, "forget_run", lambda self, ev, unless=(): 0)
+    kept = evaluate_all(args)
+    same = [json.dumps(metrics_rows(e), sort_keys=True, default=str) for e in (kept, evs)]      # NaN as NaN
+    assert same[0] == same[1] and len(metrics_rows(evs)) == 24
+    assert {"fit", "score", "point"} <= {key[0] for key in engines[-1].cache._items}

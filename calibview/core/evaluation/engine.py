@@ -36,7 +36,7 @@ from calibview.core.stats.bootstrap import BINNED_METRICS, COMMON_METRICS, KERNE
 from calibview.core.stats.resampling import Interval
 from calibview.core.evaluation import stages
 from calibview.core.evaluation.cache import DEFAULT_BUDGET, LRUCache
-from calibview.core.evaluation.job import Job
+from calibview.core.evaluation.job import Job, run_key
 from calibview.core.evaluation.request import EvalRequest, Setting, check_request, settings_of
 from calibview.core.evaluation.results import Counters, Evaluation, Scored
 from calibview.core.io.toplabel.format import is_toplabel
@@ -60,6 +60,22 @@ class Engine:
 
     def __init__(self, budget: int = DEFAULT_BUDGET) -> None:
         self.cache = LRUCache(budget)
+
+    def forget_run(self, ev: Evaluation, unless: Sequence[EvalRequest] = ()) -> int:
+        """Drop the cached results of the run (and member) that ``ev`` evaluated: its fits, scores, point estimates,
+        intervals and tests, of every split; returns how many entries went. Nothing goes when one of ``unless``
+        (requests still to come) names the same file, run and member, since its fits would be reused. The
+        resample counts and units stay: they depend on the split's size only, and runs on the same samples
+        share them. For a caller that will not come back to a run once it is evaluated: the command line,
+        evaluating run after run, where each finished run's per-sample vectors piled up (1.3 MB per member of a
+        10-member 10,000 x 100 run)."""
+        req = ev.request
+        if any((r.file, r.run, r.member) == (req.file, req.run, req.member) for r in unless):
+            return 0
+        key = run_key(ev.run.name, req.member)
+        # the keys that name a run have the file and the run as their second and fourth items (job.py); the resample
+        # counts' and units' keys name neither
+        return self.cache.forget(lambda k: isinstance(k, tuple) and len(k) > 3 and k[1] == req.file and k[3] == key)
 
     # --- the public calls --------------------------------------------------------------------------------------
 

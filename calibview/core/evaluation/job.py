@@ -49,6 +49,11 @@ from calibview.core.evaluation.tensors import resolve_device, scores_tensor
 from calibview.core.evaluation.results import Evaluation, Scored
 
 
+def run_key(run: str, member: Optional[str]) -> str:
+    """The run as the cache keys name it (their fourth item): one member of a run with members is a run of its
+    own. ``run`` is the run's full name ("model/dataset")."""
+    return run if member is None else f"{run}#member={member}"
+
 
 def source_of(file: str):
     """The reader of ``file``: :mod:`calibview.core.io.arrays` for the pseudo-path of in-memory arrays,
@@ -99,8 +104,7 @@ class Job:
         if req.member is not None and self.source is shards:
             raise CalibviewError(f"{req.file}: the members of a sharded run are read as their ensemble only; "
                                  f"evaluate member {req.member} from one file.")
-        #: the run as the cache keys name it: one member of a run with members is a run of its own
-        self.run_key = self.run_info.name if req.member is None else f"{self.run_info.name}#member={req.member}"
+        self.run_key = run_key(self.run_info.name, req.member)        # a member is a run of its own
         self.n = self.run_info.split(req.eval_split).n
         self.k = self.run_info.k
         self.bins_of = {s: resolve_bins(s.bins, self.n) for s in settings}
