@@ -32,13 +32,14 @@ real_umask(0o027)
 import calibview, calibview.core, calibview.core.evaluation.request, calibview.core.reports.tables, calibview.core.io.stream
 import calibview.core.io.importers, calibview.core.io.logits, calibview.cli.program
 import numpy
+advice = (getattr(numpy, "_core", None) or numpy.core).multiarray._get_madvise_hugepage     # numpy 2 | numpy 1
 after_import = {"umask": list(umask_calls), "mallopt": list(mallopt_calls), "mask": real_umask(0o027),
-                "numpy_hugepages": numpy._core.multiarray._get_madvise_hugepage()}
+                "numpy_hugepages": advice()}
 from calibview.core.io import heap
 has_libc = heap._LIBC is not None
 rc = calibview.cli.program.main(["metrics", sys.argv[1], "--calibrators", "none", "--n-boot", "0", "--json"])
 print(json.dumps({"after_import": after_import, "mallopt_after_main": mallopt_calls, "rc": rc,
-                  "has_libc": has_libc, "numpy_hugepages_after_main": numpy._core.multiarray._get_madvise_hugepage()}))
+                  "has_libc": has_libc, "numpy_hugepages_after_main": advice()}))
 """
 
 

@@ -74,7 +74,10 @@ def _no_numpy_hugepages() -> None:
         return
     os.environ["NUMPY_MADVISE_HUGEPAGE"] = "0"
     numpy = sys.modules.get("numpy")
-    setter = getattr(getattr(getattr(numpy, "_core", None), "multiarray", None), "_set_madvise_hugepage", None)
+    if numpy is None:
+        return
+    core = getattr(numpy, "_core", None) or getattr(numpy, "core", None)        # numpy 2 | numpy 1
+    setter = getattr(getattr(core, "multiarray", None), "_set_madvise_hugepage", None)
     if setter is not None:
         setter(False)
 

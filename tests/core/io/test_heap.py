@@ -60,7 +60,7 @@ if sys.argv[1] == "numpy first":
 from calibview.core.io.heap import tune_allocator
 tune_allocator()
 import numpy
-print(numpy._core.multiarray._get_madvise_hugepage())
+print((getattr(numpy, '_core', None) or numpy.core).multiarray._get_madvise_hugepage())
 """
 
 
