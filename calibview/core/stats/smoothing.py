@@ -217,36 +217,35 @@ def _resample_grid_size(h: float, kernel: str = "gaussian") -> int:
     return min(1 << 18, max(floor, int(math.ceil(50.0 / h)))) + 1
 
 
-#: entries of one block of the dense CAL's (rows, N) kernel matrix (float64: 512 kB, in the CPU cache)
-_DENSE_BLOCK = 1 << 16
+#: entries of one block of the dense CAL's (rows, N) kernel matrix (float64: 2 MB, in the CPU cache)
+_DENSE_BLOCK = 1 << 18
 
 
 def _cal_dense(c: np.ndarray, a: np.ndarray, h: float, kernel: str) -> float:
     """sharpcal's CAL exactly: NW curve at every data point (own kernel included), O(N^2) float64 in blocks of
     rows. The kernel's normalising constant cancels in the curve (a ratio of kernel sums), so each block holds
-    the unnormalised kernel, computed in place in one reused buffer: at N = 5,000 the former 4-million-entry
-    blocks of kernel_values' temporaries peaked at 134 MB (Gaussian) and 172 MB (Epanechnikov) and took 152 and
-    275 ms; this takes 74 and 82 ms in under 1 MB (2026-12-07, the 2-core VM), the same CAL to a few ulp."""
+    the unnormalised kernel, computed in place in one reused buffer, by torch (its exp runs on every core). At
+    N = 5,000 the former numpy blocks of 4 million entries, with kernel_values' temporaries, peaked at 134 MB
+    (Gaussian) and 172 MB (Epanechnikov) and took 152 and 275 ms; this takes about 45 ms in 2 MB (2026-12-07,
+    the 2-core VM; an in-place numpy version took 74-100 ms), the same CAL to a few ulp."""
     n = c.shape[0]
+    ct = torch.from_numpy(np.ascontiguousarray(c, np.float64))
+    at = torch.from_numpy(np.ascontiguousarray(a, np.float64))
     chunk = max(1, _DENSE_BLOCK // n)
-    buf = np.empty((min(chunk, n), n))
+    buf = torch.empty((min(chunk, n), n), dtype=torch.float64)
     total = 0.0
     for s in range(0, n, chunk):
-        cs = c[s:s + chunk]
+        cs = ct[s:s + chunk]
         k = buf[:cs.shape[0]]
-        np.subtract(cs[:, None], c[None, :], out=k)
-        k /= h
+        torch.sub(cs[:, None], ct[None, :], out=k)
+        k.div_(h)
         if kernel == "gaussian":                      # exp(-v^2 / 2)
-            k *= k
-            k *= -0.5
-            np.exp(k, out=k)
+            k.mul_(k).mul_(-0.5).exp_()
         else:                                         # 1 - v^2 on |v| <= 1, else 0 (the Epanechnikov kernel)
-            np.abs(k, out=k)
-            np.minimum(k, 1.0, out=k)
-            k *= k
-            np.subtract(1.0, k, out=k)
-        fit = (k @ a) / k.sum(axis=1)
-        total += float(np.sum((fit - cs) ** 2))
+            k.abs_().clamp_(max=1.0)
+            k.mul_(k).neg_().add_(1.0)
+        fit = (k @ at) / k.sum(dim=1)
+        total += float(fit.sub_(cs).square_().sum())
     return total / n
 
 

@@ -233,19 +233,25 @@ def test_cal_tot_exact_on_real_val_split(kernel):
 
 @pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov"])
 def test_cal_tot_exact_path_holds_no_n_squared_temporaries(kernel):
-    """The dense formula at its largest N works through a small reused block: numpy's traced allocations peak
-    far below one (N, N) float64 matrix (200 MB at N = 5,000) and below the 32 MB of one former 4-million-entry
-    block."""
+    """The dense formula at its largest N works through a small reused block: neither numpy's traced
+    allocations nor any torch operation's come near one (N, N) float64 matrix (200 MB at N = 5,000), nor the 32 MB
+    of one former 4-million-entry block."""
     import tracemalloc
+
+    from torch.profiler import ProfilerActivity, profile
 
     conf, correct, loss = _synthetic(5000, seed=5, power=1.2)
     tracemalloc.start()
     try:
         cal, _ = cal_tot(conf, correct, loss, 0.05, kernel)
-        peak = tracemalloc.get_traced_memory()[1]
+        numpy_peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    assert peak < 4e6
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:      # apart: it allocates too
+        cal_tot(conf, correct, loss, 0.05, kernel)
+    torch_largest = max((e.cpu_memory_usage for e in prof.events()), default=0)
+    assert numpy_peak < 4e6
+    assert torch_largest < 4e6
     assert cal == pytest.approx(_sharpcal_cal(conf, correct, 0.05, kernel), rel=1e-12)
 
 
