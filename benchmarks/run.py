@@ -595,9 +595,15 @@ def summary(rows: list[Row]) -> list[str]:
     return out
 
 
-def to_markdown(rows: list[Row], header: str, sizes: str) -> str:
+def to_markdown(rows: list[Row], header: str, sizes: str, finished: bool = True) -> str:
+    """The RESULTS.md section; ``finished`` False: written after a row of a run still going, which says so (a
+    run stopped midway leaves that text, and the sizes it lacks are named)."""
+    done = list(dict.fromkeys(r.size for r in rows if " x " in r.size))
+    state = ("" if finished else " **This run had not finished when this was written** (rows so far: "
+             + (", ".join(done) or "none") + "); a run stopped here lacks the later rows and the targets they "
+             "decide.")
     lines = [BEGIN, "## `python benchmarks/run.py`: calibview against its peers", "", header + ".", "",
-             f"Sizes run: {sizes}.", "", "### The targets, computed from the rows below", ""]
+             f"Sizes run: {sizes}.{state}", "", "### The targets, computed from the rows below", ""]
     lines += summary(rows)
     lines += ["", "### Rows", "", HOW, "", "| " + " | ".join(HEAD) + " |", "|" + "---|" * len(HEAD)]
     lines += ["| " + " | ".join(c.replace("|", "\\|") for c in r.cells()) + " |" for r in rows]
@@ -645,7 +651,8 @@ def main(argv=None) -> int:
 
     def print_row(r: Row) -> None:
         print("  ".join(c.ljust(w) for c, w in zip(r.cells(), widths + [0])), flush=True)
-        save(rows, header, a.markdown, a.json, sizes_text)            # after every row: a long run keeps what it measured
+        # after every row: a long run keeps what it measured, marked unfinished until the last save
+        save(rows, header, a.markdown, a.json, sizes_text, finished=False)
     timer = Timer(a.repeats, a.slow)
     with tempfile.TemporaryDirectory() as tmp:
         for n, k in sizes:
@@ -654,16 +661,18 @@ def main(argv=None) -> int:
             resample_rows(rows, print_row, tmp, timer, *resample, resample_boot)
         bandwidth_rows(rows, print_row, (20_000, 200_000) if a.quick else (1_000_000, 10_000_000))
         memory_row(rows, print_row, tmp, *((5000, 100) if a.quick else (50_000, 1000)))
+    save(rows, header, a.markdown, a.json, sizes_text)
     print(f"peak RSS of this benchmark process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3:.0f} MB")
     return 0
 
 
-def save(rows: list[Row], header: str, markdown: str | None, json_path: str | None, sizes: str = "") -> None:
+def save(rows: list[Row], header: str, markdown: str | None, json_path: str | None, sizes: str = "",
+         finished: bool = True) -> None:
     if markdown:
-        write_section(markdown, to_markdown(rows, header, sizes), BEGIN, END)
+        write_section(markdown, to_markdown(rows, header, sizes, finished), BEGIN, END)
     if json_path:
         with open(json_path, "w") as f:
-            json.dump({"header": header, "rows": [r.__dict__ for r in rows]}, f, indent=1)
+            json.dump({"header": header, "finished": finished, "rows": [r.__dict__ for r in rows]}, f, indent=1)
 
 
 if __name__ == "__main__":

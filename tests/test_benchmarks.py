@@ -21,7 +21,10 @@ def test_benchmark_suite_runs_quick(tmp_path):
         assert task in table, task
     # the values agree with the peers even at these sizes
     assert "DIFFERENT" not in table and "sharpcal not installed" not in table
-    rows = json.loads(js.read_text())["rows"]
+    assert "had not finished" not in table                  # the last save marks the run complete
+    saved = json.loads(js.read_text())
+    assert saved["finished"] is True
+    rows = saved["rows"]
     diffs = [r for r in rows if r["agree"].startswith(("|diff|", "max |diff|"))]
     assert len(diffs) >= 10
     for r in diffs:
@@ -43,3 +46,19 @@ def test_float32_fit_benchmark_writes_its_section(tmp_path):
                 "largest difference of the fitted (W, b)", "start moved by 1e-6"):
         assert row in section, row
     assert "the float32 start could be kept" in section or "the float32 start is not kept" in section
+
+
+def test_a_section_written_midway_says_the_run_had_not_finished():
+    """run.py saves its section after every row, so a run stopped midway (the full suite takes the better part of
+    an hour) leaves a section that names the sizes it has rows for, not one that looks complete."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_run", os.path.join(ROOT, "benchmarks", "run.py"))
+    run = importlib.util.module_from_spec(spec)
+    sys.modules["bench_run"] = run                 # its dataclasses resolve their module by name
+    spec.loader.exec_module(run)
+    rows = [run.Row("10,000 x 10", "load a split (validated)", 0.004, "bare h5py ds[...] (floor)", 0.001),
+            run.Row("50,000 x 100", "load a split (validated)", 0.016, "bare h5py ds[...] (floor)", 0.011)]
+    partial = run.to_markdown(rows, "header", "10,000 x 10, 50,000 x 100, 50,000 x 1,000", finished=False)
+    assert "had not finished" in partial and "rows so far: 10,000 x 10, 50,000 x 100)" in partial
+    assert "had not finished" not in run.to_markdown(rows, "header", "10,000 x 10, 50,000 x 100")
