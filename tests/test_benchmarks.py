@@ -48,14 +48,14 @@ def test_float32_fit_benchmark_writes_its_section(tmp_path):
     assert "the float32 start could be kept" in section or "the float32 start is not kept" in section
 
 
-def test_a_section_written_midway_says_the_run_had_not_finished():
+def test_a_section_written_midway_says_the_run_had_not_finished(monkeypatch):
     """run.py saves its section after every row, so a run stopped midway (the full suite takes the better part of
     an hour) leaves a section that names the sizes it has rows for, not one that looks complete."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("bench_run", os.path.join(ROOT, "benchmarks", "run.py"))
     run = importlib.util.module_from_spec(spec)
-    sys.modules["bench_run"] = run                 # its dataclasses resolve their module by name
+    monkeypatch.setitem(sys.modules, "bench_run", run)         # its dataclasses resolve their module by name
     spec.loader.exec_module(run)
     rows = [run.Row("10,000 x 10", "load a split (validated)", 0.004, "bare h5py ds[...] (floor)", 0.001),
             run.Row("50,000 x 100", "load a split (validated)", 0.016, "bare h5py ds[...] (floor)", 0.011)]
