@@ -88,6 +88,43 @@ def test_ir_binary_direct_comparison():
                                ir.predict(cb.probabilities(zg).numpy()[:, 1]), rtol=0, atol=1e-12)
 
 
+def _greedy_runs(x, eps=np.finfo(np.float64).resolution):
+    """Run starts of sorted x by sklearn's _make_unique loop, written out."""
+    starts, current = [0], x[0]
+    for j in range(1, len(x)):
+        if x[j] - current >= eps:
+            starts.append(j)
+            current = x[j]
+    return np.array(starts)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_ir_runs_pool_values_within_1e15_of_their_first_as_sklearn(seed):
+    rng = np.random.default_rng(seed)
+    # chains of steps under 1e-15 that add up to more (a greedy split), exact ties, tiny values and clear gaps
+    steps = rng.choice([0.0, 1e-17, 3e-16, 7e-16, 9.9e-16, 1e-15, 2e-14, 1e-3], size=3000,
+                       p=[.2, .1, .2, .2, .1, .05, .1, .05])
+    x = np.sort(np.r_[np.cumsum(steps), rng.uniform(0, 1e-13, 500), 0.5 + np.cumsum(steps[:300]) * 1e-3])
+    np.testing.assert_array_equal(cb.run_starts(x), _greedy_runs(x))
+    assert len(cb.run_starts(x)) < len(np.unique(x))            # the case pools more than exact ties
+
+
+def test_ir_maps_equal_sklearn_where_probabilities_differ_below_1e15():
+    """Binary logits spread so that class-1 probabilities cluster within a few 1e-15 (some chains longer than
+    1e-15 in all): sklearn pools them by its tolerance, and so must the fit, or the maps differ by far more
+    than 1e-12 there."""
+    rng = np.random.default_rng(5)
+    base = rng.uniform(-40, 2, 300)
+    t = np.repeat(base, 20) + np.tile(np.arange(20), 300) * rng.choice([1e-16, 2e-15, 1e-14], 6000)
+    y = (rng.uniform(size=t.size) < 1 / (1 + np.exp(-t))).astype(np.int64)
+    z = torch.from_numpy(np.stack([np.zeros_like(t), t], 1))
+    fitted = calib.fit("ir", z, torch.from_numpy(y))
+    p = cb.probabilities(z).numpy()
+    assert len(cb.run_starts(np.sort(p[:, 1]))) < len(np.unique(p[:, 1]))
+    ir = IsotonicRegression(out_of_bounds="clip", y_min=0, y_max=1).fit(p[:, 1], y)
+    np.testing.assert_allclose(cb.one_vs_rest(fitted, z).numpy()[:, 1], ir.predict(p[:, 1]), rtol=0, atol=1e-12)
+
+
 # --- histogram binning ------------------------------------------------------------------------------------------
 
 def _netcal_hb(p_fit, y_fit, p_eval, bins, independent):
