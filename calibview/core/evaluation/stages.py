@@ -305,12 +305,13 @@ def rank_pass(job: Job, scores, labels, names, pos, counts, units, span, classwi
         check_cancel(job.cancel)
         stream.trim_heap()
         stop = start + z.shape[0]
+        y_chunk = y.cpu().numpy()
         for nm in names:
             lp = job.fitted[nm].apply(z)
             if nm in refs:
                 refs[nm].add_node(start, lp, y)
             p = lp.exp_()                              # in place: the log-probabilities are not needed after
-            counters[nm].add(p)
+            counters[nm].add(p, y_chunk, start)
             if nm in jk:
                 jackknife.add_chunk(loo[nm], *jk[nm], start, p, y, n)
             if keep:

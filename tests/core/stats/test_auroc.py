@@ -30,13 +30,51 @@ def _brute(p, y):
     return float(np.mean(out))
 
 
-def _counted(p, y, chunk):
+_OWN = {"labels": False}
+
+
+@pytest.fixture(autouse=True, params=[False, True], ids=["compared", "own-counts"])
+def own_counts(request):
+    """Every test twice: chunks counted without their labels (every entry compared), and with them (the
+    positives' own counts read from the counter's sorted positives)."""
+    _OWN["labels"] = request.param
+    yield request.param
+
+
+def _counted(p, y, chunk, labels=None):
+    labels = _OWN["labels"] if labels is None else labels
     pt, yt = torch.from_numpy(p), torch.from_numpy(y)
     counter = au.AurocCounter(y, au.positives(pt, yt), p.shape[1])
     order = np.random.default_rng(0).permutation(range(0, len(p), chunk))      # chunks in any order
     for a in order:
-        counter.add(pt[a:a + chunk])
+        if labels:
+            counter.add(pt[a:a + chunk], y[a:a + chunk], int(a))
+        else:
+            counter.add(pt[a:a + chunk])
     return counter
+
+
+@pytest.mark.parametrize("kind", ["continuous", "rounded", "binned"])
+@pytest.mark.parametrize("k", [9, 60])
+def test_own_counts_give_the_same_integers_as_comparing(kind, k, monkeypatch):
+    """The positives' own counts, read by row, are exactly what comparing their entries counts (k = 60 on 200
+    rows: the scored classes' columns are gathered); small tables, so that positives share buckets."""
+    monkeypatch.setattr(au, "TABLE_ENTRIES", 512)
+    monkeypatch.setattr(au, "WIDE_TABLE_ENTRIES", 512)
+    monkeypatch.setattr(au, "SEARCH_ABOVE", 1e-12)
+    rng = np.random.default_rng(k)
+    n = 200 if k == 60 else 900
+    p = _softmax(rng, n, k)
+    if kind == "rounded":
+        p = np.round(p, 2)
+    elif kind == "binned":
+        p = np.floor(p * 8) / 8
+    y = rng.integers(0, k if k == 9 else 20, n)              # k = 60: 40 classes without positives
+    a, b = _counted(p, y, 64, labels=False), _counted(p, y, 64, labels=True)
+    assert (a.cols is not None) == (k == 60)
+    np.testing.assert_array_equal(a.gt, b.gt)
+    np.testing.assert_array_equal(a.eq, b.eq)
+    assert b.value() == pytest.approx(_brute(p, y), abs=1e-12)
 
 
 @pytest.mark.parametrize("kind", ["continuous", "rounded", "zeros", "binned"])
