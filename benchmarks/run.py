@@ -1,6 +1,6 @@
 """calibview against the libraries a user would otherwise reach for: one table, every row measured in this run.
 
-    python benchmarks/run.py --markdown benchmarks/RESULTS.md   # all five sizes (about 35 minutes on 2 cores)
+    python benchmarks/run.py --markdown benchmarks/RESULTS.md   # all five sizes (more than 83 minutes on 2 cores)
     python benchmarks/run.py --sizes 50000x1000    # one size
     python benchmarks/run.py --quick               # tiny sizes, one repeat: checks that the suite still runs
 
