@@ -153,7 +153,7 @@ def rank_shard(shard: Shard, fitted: Mapping[str, object], labels: np.ndarray, p
                 lp = f.apply(z)
                 refs[nm].add_node(start, lp, y)
                 p = lp.exp_()
-                counters[nm].add(p)
+                counters[nm].add(p, y.cpu().numpy(), shard.start + start)   # own counts by the split's row
                 if nm in jk:
                     rows, sums, n_all = jk[nm]
                     jackknife.add_chunk(loo[nm], rows, sums, start, p, y, n_all)

@@ -351,7 +351,7 @@ def _slice_auroc(fitted, scores, labels, rows, pos, k, step, counts, units, boot
     kept = torch.empty((rows.numel(), k), dtype=torch.float64) if boot else None
     for a in range(0, rows.numel(), step):
         p = fitted.apply(scores.index_select(0, rows[a:a + step])).exp()
-        counter.add(p)
+        counter.add(p, y[a:a + p.shape[0]], a)
         if kept is not None:
             kept[a:a + p.shape[0]] = p.cpu()
     if kept is None:

@@ -398,7 +398,7 @@ def auroc(probs: np.ndarray, labels: np.ndarray) -> float:
     p = torch.as_tensor(np.asarray(probs, np.float64))
     y = torch.as_tensor(np.asarray(labels, np.int64))
     counter = AurocCounter(np.asarray(labels, np.int64), positives(p, y), p.shape[1])
-    counter.add(p)
+    counter.add(p, y.numpy(), 0)
     return counter.value()
 
 
