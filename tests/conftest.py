@@ -24,6 +24,16 @@ def demo_file() -> Path:
     return calibview.demo_path()
 
 
+@pytest.fixture(autouse=True)
+def _fresh_file_listings():
+    """Each test starts with no remembered file listings (calibview.core.io.discovery keeps those of settled files,
+    such as the demo): a test that changes how a file is read must see it read."""
+    from calibview.core.io import discovery
+
+    discovery._cache.clear()
+    yield
+
+
 # ------------------------------------------------------------------------------ fuzzing (tests/core/io/test_fuzz.py)
 try:
     from hypothesis import HealthCheck, settings

@@ -6,6 +6,9 @@ checked (:mod:`calibview.core.io.checks`) so that a malformed file fails here, b
 from __future__ import annotations
 
 import os
+import threading
+import time
+from collections import OrderedDict
 from pathlib import Path
 from types import MappingProxyType
 from typing import Optional, Sequence, Union
@@ -36,19 +39,63 @@ def list_runs(path: PathLike) -> list[RunInfo]:
         return discover(f, file)
 
 
+#: files whose runs are remembered (see :func:`discover`)
+CACHED_FILES = 16
+#: a file changed less than this long ago (ns) is not remembered: file times tick by the kernel's coarse clock
+#: (milliseconds), so a rewrite of the same size within one tick would keep its identity
+SETTLED_NS = 2_000_000_000
+_cache: "OrderedDict[tuple, tuple[RunInfo, ...]]" = OrderedDict()
+_cache_lock = threading.Lock()
+#: how many times a file's groups were walked (tests count them)
+walks = 0
+
+
+def _identity(f: h5py.File, file: str) -> Optional[tuple]:
+    """The identity of the file ``f`` has open: its device, inode, size and modification and change times in ns,
+    from the descriptor HDF5 reads through (not the path, which may name another file by now); None where the
+    driver has no descriptor."""
+    try:
+        st = os.fstat(f.id.get_vfd_handle())
+    except (OSError, TypeError, ValueError, AttributeError, RuntimeError):
+        return None
+    return file, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
 def discover(f: h5py.File, file: str) -> list[RunInfo]:
     """The runs of the open file ``f`` (whose path is ``file``), in file order; see :func:`list_runs`.
 
     Groups are walked iteratively with a depth limit (:mod:`calibview.core.io.limits.walk`); whatever HDF5 raises
-    on a damaged file, and running out of memory, become one sentence naming the file and the group."""
+    on a damaged file, and running out of memory, become one sentence naming the file and the group.
+
+    An evaluation looks at its file several times (the run, then each split it reads), and walking and checking
+    every group took about 3 ms each time for a small file: the runs of the last CACHED_FILES files are kept,
+    keyed by the open file's identity (:func:`_identity`), so a file that was rewritten, replaced or touched is
+    walked again. Only successful listings are kept; a malformed file is checked, and refused, every time. A file
+    changed within the last SETTLED_NS is walked every time, as git treats a "racily clean" file: any later
+    change then gives it another time."""
+    global walks
+    key = _identity(f, file)
+    if key is not None:
+        with _cache_lock:
+            hit = _cache.get(key)
+            if hit is not None:
+                _cache.move_to_end(key)
+                return list(hit)
     try:
-        return _discover(f, file)
+        walks += 1
+        runs = _discover(f, file)
     except MemoryError:
         raise CalibviewError(f"{file}: ran out of memory while listing its runs; the file is not a plain logits "
                              f"file.") from None
     except RecursionError:
         raise CalibviewError(f"{file}: its links or groups nest too deep to list; store the runs as "
                              f"/<model>/<dataset>/<split>.") from None
+    if key is not None and time.time_ns() - max(key[-2:]) > SETTLED_NS:
+        with _cache_lock:
+            _cache[key] = tuple(runs)
+            while len(_cache) > CACHED_FILES:
+                _cache.popitem(last=False)
+    return runs
 
 
 def _discover(f: h5py.File, file: str) -> list[RunInfo]:

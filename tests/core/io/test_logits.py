@@ -244,6 +244,40 @@ def test_list_runs_reads_metadata_only_and_opens_read_only(tmp_path, monkeypatch
     assert path.read_bytes() == before
 
 
+def test_a_settled_file_is_walked_once_and_again_after_any_change(tmp_path, monkeypatch):
+    """The runs of a file are remembered by the open file's identity: listing it again walks nothing; adding a run,
+    replacing the file by another (a new inode) or a malformed file are all seen. A file changed within the last
+    SETTLED_NS is walked every time (its times could still tick over unseen), so the first listings here, of a
+    file just written, walk it each time."""
+    from calibview.core.io import discovery
+
+    path = tmp_path / "runs.h5"
+    write_run(path, "m", "d", "s", logits(), labels())
+    before = discovery.walks
+    list_runs(path)
+    list_runs(path)
+    assert discovery.walks - before == 2            # just written: not settled
+    monkeypatch.setattr(discovery, "SETTLED_NS", -1)
+    list_runs(path)
+    before = discovery.walks
+    (run,) = list_runs(path)
+    find_run(path, "m/d")
+    read_split(path, run, "s")
+    assert discovery.walks == before                # the listing, the lookup and the read walked nothing
+    write_run(path, "m2", "d", "s", logits(), labels())
+    assert [r.name for r in list_runs(path)] == ["m/d", "m2/d"]
+    assert discovery.walks > before
+    other = tmp_path / "other.h5"
+    write_run(other, "x", "d", "s", logits(), labels())
+    os.replace(other, path)
+    assert [r.name for r in list_runs(path)] == ["x/d"]
+    raw(tmp_path / "bad.h5", {"m/d/s/logits": logits()})      # no labels
+    os.replace(tmp_path / "bad.h5", path)
+    for _ in range(2):                              # refused each time: a failed listing is not remembered
+        with pytest.raises(CalibviewError, match="no labels"):
+            list_runs(path)
+
+
 def test_find_run_by_name_model_or_suffix(tmp_path):
     path = tmp_path / "many.h5"
     for model, dataset in [("r-brier", "cifar10"), ("r-focal", "cifar10"), ("r-brier", "cifar100")]:
