@@ -224,3 +224,46 @@ def test_the_refinement_nodes_are_torch_autograds_derivatives_in_beta():
     brier = (p * p).sum(1) - 2.0 * p.gather(1, y[:, None])[:, 0] + 1.0
     torch.testing.assert_close(f, derivatives(nll, 4), rtol=1e-9, atol=1e-11)
     torch.testing.assert_close(b, derivatives(brier, 3), rtol=1e-9, atol=1e-11)
+
+
+@pytest.mark.parametrize("temperature", [0.04, 0.3, 1.0, 2.5, 12.0, 40.0])
+def test_the_first_beta_is_scipys_minimum_of_the_nll_found_in_few_curve_evaluations(temperature):
+    """The first beta of a split small enough to be its own subsample (no control variate) against scipy's
+    bounded minimiser of the mean NLL in beta over the searched range [1/16, 16]. The model's log-probabilities
+    are the true logits divided by T, so beta = T calibrates them: T = 0.04 and 40 lie beyond the range, and the
+    search stops at its end. Within it, the whole refinement then equals scipy's fit."""
+    from scipy.optimize import minimize_scalar
+
+    from calibview.core.stats.corp import refinement as rf
+
+    rng = np.random.default_rng(3)
+    n, k = 3000, 7
+    y = rng.integers(0, k, n)
+    z = rng.normal(size=(n, k))
+    z[np.arange(n), y] += 1.5
+    # log-probabilities that temperature T calibrates: the true probabilities are softmax(z), the model's are
+    # softmax(z / T)
+    yt = np.array([rng.choice(k, p=q) for q in torch.softmax(torch.from_numpy(z), 1).numpy()])
+    lp = torch.log_softmax(torch.from_numpy(z / temperature), 1)
+    yy = torch.from_numpy(yt)
+    ref = rf.Refinement(n, k, seed=0, resampled=False)
+    assert ref.rows.size == n                          # the subsample is the split: the curve is exact
+    ref.add(0, lp, lp.exp(), yy)
+    before = rf.curve_evaluations
+    beta = ref.nodes()
+    used = rf.curve_evaluations - before
+    v = lp.numpy() - lp.numpy().max(1, keepdims=True)
+
+    def nll(b):
+        s = b * v
+        top = s.max(1)
+        return float(np.mean(top + np.log(np.exp(s - top[:, None]).sum(1)) - s[np.arange(n), yt]))
+
+    lo, hi = rf._SEARCH
+    fit = minimize_scalar(nll, bounds=(lo, hi), method="bounded", options={"xatol": 1e-13})
+    assert beta == pytest.approx(fit.x, rel=1e-7)
+    assert used <= 10, used                            # a grid of 9 points and then Newton took up to 29
+    if lo < temperature < hi:
+        ref.add_node(0, lp, yy)
+        full = minimize_scalar(nll, bounds=(0.5 * beta, 1.5 * beta), method="bounded", options={"xatol": 1e-13})
+        assert ref.result(True).nll == pytest.approx(full.fun, abs=1e-10)
