@@ -40,7 +40,7 @@ def estimates(values: Mapping[str, float], dists: Mapping[str, np.ndarray], sc: 
     wanted = {m for m in dists if intervals.method_for(m, choice, True) == "bca"}
     if wanted and n >= 2:
         if wanted & {"ece", "rmsce", "mce", "ace"}:
-            loo.update(jackknife.binned_loo(sc.stats.conf, sc.stats.correct, n_bins))
+            loo.update(jackknife.binned_loo(sc.stats.conf, sc.stats.correct, n_bins, sc.stats.conf_order))
         if wanted & set(_MEANS):
             loo.update(_loo_means(sc))
         if "classwise_ece" in wanted and n_bins in sc.classwise_loo:

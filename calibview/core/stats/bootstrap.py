@@ -388,7 +388,7 @@ class SampleBootstrap:
             out["smece"] = smooth_ece.smece_resampled(s.conf, s.correct, panels=panels, store=self._helpers).numpy()
         self.tick()
         if "rank_order" not in self._helpers:          # sorted once; every block is cumulative sums in that order
-            self._helpers["rank_order"] = selective.rank_order(s.conf, s.correct)
+            self._helpers["rank_order"] = selective.rank_order(s.conf, s.correct, s.conf_order)
             self.tick()
         out.update(selective.resampled_metrics(self._helpers["rank_order"], block.counts, block.units,
                                                block.totals, store=self._helpers))
@@ -405,7 +405,7 @@ class SampleBootstrap:
             # the bin of every sample, once per bin count: the features are built once and cached, and a sort of
             # the N confidences per block of resamples was most of this part's time on a large split
             if not bins:
-                order, group = equal_mass_order(s.conf, b)
+                order, group = equal_mass_order(s.conf, b, s.conf_order)
                 bins["ew"], bins["em"] = equal_width_bin(s.conf, b), np.empty_like(group)
                 bins["em"][order] = group
             ew, em = bins["ew"], bins["em"]

@@ -14,6 +14,8 @@ jackknifed on a seeded random subsample of :data:`JACKKNIFE_ROWS` rows (the acce
 
 from __future__ import annotations
 
+from typing import Optional
+
 import numpy as np
 
 from calibview.core.stats.metrics import equal_mass_order, equal_width_bin
@@ -52,13 +54,15 @@ def _ece_family_loo(bins: np.ndarray, conf: np.ndarray, correct: np.ndarray, n_b
     return {"ece": ece, "rmsce": rms, "mce": mce}
 
 
-def binned_loo(conf: np.ndarray, correct: np.ndarray, n_bins: int) -> dict[str, np.ndarray]:
+def binned_loo(conf: np.ndarray, correct: np.ndarray, n_bins: int, order: Optional[np.ndarray] = None
+               ) -> dict[str, np.ndarray]:
     """metric -> (N,) leave-one-out values of ECE, RMSCE, MCE (equal-width bins) and ACE (the split's equal-mass
-    groups) of top-label ``conf`` (N,) in [0, 1] and ``correct`` (N,) 0/1; needs N >= 2."""
+    groups) of top-label ``conf`` (N,) in [0, 1] and ``correct`` (N,) 0/1 (``order``: the stable ascending order
+    of ``conf``, if known); needs N >= 2."""
     conf = np.asarray(conf, dtype=np.float64)
     correct = np.asarray(correct, dtype=np.float64)
     out = _ece_family_loo(equal_width_bin(conf, n_bins), conf, correct, n_bins)
-    order, group = equal_mass_order(conf, n_bins)
+    order, group = equal_mass_order(conf, n_bins, order)
     em = np.empty_like(group)
     em[order] = group
     m = int(group[-1]) + 1 if group.size else 0

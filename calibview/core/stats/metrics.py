@@ -12,6 +12,7 @@ then a cheap function of those, which is what makes 1000-resample bootstrap inte
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Optional, Sequence, Union
 
 import numpy as np
@@ -153,6 +154,12 @@ class SampleStats:
     def n(self) -> int:
         """The number of samples N."""
         return int(self.conf.shape[0])
+
+    @cached_property
+    def conf_order(self) -> np.ndarray:
+        """(N,) stable ascending order of ``conf``, shared by equal-mass bins, risk-coverage and CORP (0.1 s a sort at
+        N = 1,000,000)."""
+        return np.argsort(self.conf, kind="stable")
 
 
 def sample_stats(log_probs: torch.Tensor, labels: torch.Tensor, *, n_bins: int, transform=None,
@@ -399,16 +406,19 @@ def equal_width_table(conf: np.ndarray, correct: np.ndarray, n_bins: int) -> Bin
     )
 
 
-def equal_mass_order(conf: np.ndarray, n_bins: int) -> tuple[np.ndarray, np.ndarray]:
-    """(stable sort order of the confidences, group of each sorted position)."""
-    order = np.argsort(conf, kind="stable")
+def equal_mass_order(conf: np.ndarray, n_bins: int, order: Optional[np.ndarray] = None
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """(stable ascending order of the confidences (``order`` if given), group of each sorted position)."""
+    order = np.argsort(conf, kind="stable") if order is None else order
     return order, equal_mass_groups(conf.shape[0], n_bins)
 
 
-def equal_mass_table(conf: np.ndarray, correct: np.ndarray, n_bins: int) -> BinTable:
+def equal_mass_table(conf: np.ndarray, correct: np.ndarray, n_bins: int, order: Optional[np.ndarray] = None
+                     ) -> BinTable:
     """The :class:`BinTable` of (at most) ``n_bins`` equal-mass bins of the sorted confidences (ties kept in
-    stable order); conf, correct : (N,) float64 in [0, 1]. Edges are the smallest and largest confidence of each bin."""
-    order, group = equal_mass_order(conf, n_bins)
+    stable order); conf, correct : (N,) float64 in [0, 1]; ``order`` their stable ascending order, if known. Edges
+    are the smallest and largest confidence of each bin."""
+    order, group = equal_mass_order(conf, n_bins, order)
     b = np.empty_like(group)
     b[order] = group
     nb = int(group[-1]) + 1 if group.size else 0
@@ -447,12 +457,14 @@ def debiased_from_sums(count, sum_conf, sum_correct, n):
     return np.sqrt(np.maximum(sq, 0.0))
 
 
-def binned_metrics(conf: np.ndarray, correct: np.ndarray, n_bins: int) -> dict[str, float]:
-    """ECE, RMSCE, MCE (equal-width) and ACE, debiased ECE (equal-mass) of top-label confidence."""
+def binned_metrics(conf: np.ndarray, correct: np.ndarray, n_bins: int, order: Optional[np.ndarray] = None
+                   ) -> dict[str, float]:
+    """ECE, RMSCE, MCE (equal-width) and ACE, debiased ECE (equal-mass) of top-label confidence (``order``: the
+    confidences' stable ascending order, if known)."""
     n = conf.shape[0]
     w = equal_width_table(conf, correct, n_bins)
     ece, rmsce, mce = ece_from_sums(w.count, w.sum_conf, w.sum_correct, n)
-    m = equal_mass_table(conf, correct, n_bins)
+    m = equal_mass_table(conf, correct, n_bins, order)
     ace, _, _ = ece_from_sums(m.count, m.sum_conf, m.sum_correct, n)
     deb = debiased_from_sums(m.count, m.sum_conf, m.sum_correct, n)
     return {"ece": float(ece), "rmsce": float(rmsce), "mce": float(mce), "ace": float(ace),

@@ -37,15 +37,15 @@ def compute_part(stats: SampleStats, classwise_sums: Mapping[int, np.ndarray], p
         return {"values": {"accuracy": float(s.correct.mean()), "nll": float(s.nll.mean()),
                            "brier": float(s.brier.mean()),
                            "brier_top": float(((s.conf - s.correct) ** 2).mean()), "smece": float(smece),
-                           **selective_metrics(s.conf, s.correct)},
+                           **selective_metrics(s.conf, s.correct, s.conf_order)},
                 "sigma": float(sigma), "curve_stats": smoothing.bin_stats(s.conf, s.correct, s.brier),
                 "per_class_accuracy": acc, "per_class_count": count}
     if part[0] == "corp":
         return {"values": corp.point_values(s.conf, s.correct, s.k, float(s.nll.mean()), float(s.brier.mean()),
-                                            refinement)}
+                                            refinement, s.conf_order)}
     if part[0] == "binned":
         b = part[1]
-        values = binned_metrics(s.conf, s.correct, b)
+        values = binned_metrics(s.conf, s.correct, b, s.conf_order)
         per_class = np.abs(classwise_sums[b]).sum(axis=1) / s.n
         values["classwise_ece"] = float(per_class.mean())
         table = equal_width_table(s.conf, s.correct, b)

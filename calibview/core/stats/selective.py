@@ -59,13 +59,32 @@ class RankOrder:
         return int(self.order.shape[0])
 
 
-def rank_order(conf: np.ndarray, correct: np.ndarray) -> RankOrder:
-    """Sort the samples once: conf (N,) confidences in [0, 1], correct (N,) 0/1; see :class:`RankOrder`."""
+def rank_order(conf: np.ndarray, correct: np.ndarray, ascending: Optional[np.ndarray] = None) -> RankOrder:
+    """Sort the samples once: conf (N,) confidences in [0, 1], correct (N,) 0/1; see :class:`RankOrder`.
+    ``ascending``: their stable ascending order when known (:attr:`SampleStats.conf_order`), turned around
+    instead of sorting again."""
     conf = np.asarray(conf, dtype=np.float64)
-    order = np.argsort(-conf, kind="stable")
+    order = np.argsort(-conf, kind="stable") if ascending is None else descending(conf, ascending)
     sc = conf[order]
     ends = np.flatnonzero(np.r_[sc[1:] != sc[:-1], True]) if sc.size else np.zeros(0, np.int64)
     return RankOrder(order, ends, sc, 1.0 - np.asarray(correct, dtype=np.float64)[order])
+
+
+def descending(values: np.ndarray, ascending: np.ndarray) -> np.ndarray:
+    """(N,) the stable descending order of (N,) ``values`` (``np.argsort(-values, kind="stable")``) from their
+    stable ascending order: that order reversed, with each run of equal values put back in ascending position."""
+    rev = ascending[::-1]
+    v = values[rev]
+    tie = v[1:] == v[:-1]
+    if not tie.any():
+        return np.ascontiguousarray(rev)
+    new = np.r_[True, ~tie]
+    starts = np.flatnonzero(new)
+    ends = np.r_[starts[1:], v.size]
+    run = np.cumsum(new) - 1
+    out = np.empty_like(rev)
+    out[starts[run] + ends[run] - 1 - np.arange(v.size)] = rev    # a run of equal values, reversed back
+    return out
 
 
 def _at_ends(ro: RankOrder, w: torch.Tensor, err: Optional[torch.Tensor] = None) -> tuple[torch.Tensor, ...]:
@@ -207,11 +226,13 @@ def risk_coverage(conf, correct, weights: Optional[np.ndarray] = None) -> RiskCo
     return RiskCoverage(conf, correct, weights)
 
 
-def selective_metrics(conf: np.ndarray, correct: np.ndarray) -> dict[str, float]:
-    """The point estimates of :data:`SELECTIVE_METRICS` (NaN for an empty sample)."""
+def selective_metrics(conf: np.ndarray, correct: np.ndarray, ascending: Optional[np.ndarray] = None
+                      ) -> dict[str, float]:
+    """The point estimates of :data:`SELECTIVE_METRICS` (NaN for an empty sample); ``ascending``: the
+    confidences' stable ascending order, if known."""
     if np.asarray(conf).size == 0:
         return {m: float("nan") for m in SELECTIVE_METRICS}
-    m = RiskCoverage(conf, correct).metrics
+    m = RiskCoverage(conf, correct, order=rank_order(conf, correct, ascending)).metrics
     return {name: m[name] for name in SELECTIVE_METRICS}
 
 

@@ -267,3 +267,18 @@ def test_the_first_beta_is_scipys_minimum_of_the_nll_found_in_few_curve_evaluati
         ref.add_node(0, lp, yy)
         full = minimize_scalar(nll, bounds=(0.5 * beta, 1.5 * beta), method="bounded", options={"xatol": 1e-13})
         assert ref.result(True).nll == pytest.approx(full.fun, abs=1e-10)
+
+
+@pytest.mark.parametrize("levels", [1, 4, 300, None])
+def test_pooling_by_a_known_order_is_numpys_unique(levels):
+    """CORP pools equal forecasts from the confidences' sort, shared with the other metrics, rather than sorting
+    again in ``np.unique``: the distinct values, each sample's index and the counts must be np.unique's."""
+    from calibview.core.stats.corp.reliability import pooled
+
+    rng = np.random.default_rng(levels or 0)
+    f = rng.random(4000) if levels is None else np.round(rng.random(4000) * levels) / levels
+    want = np.unique(f, return_inverse=True, return_counts=True)
+    got = pooled(f, np.argsort(f, kind="stable"))
+    for w, g in zip(want, got):
+        assert np.array_equal(w.reshape(-1), g)
+    assert pooled(f[:0], np.zeros(0, np.int64))[0].size == 0

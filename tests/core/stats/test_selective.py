@@ -400,3 +400,19 @@ def replace_req(req, **kw):
     from dataclasses import replace
 
     return replace(req, **kw)
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 7, 5000])
+@pytest.mark.parametrize("levels", [1, 3, 50, None])
+def test_the_descending_order_turned_from_the_ascending_one_is_numpys_stable_descending_sort(n, levels):
+    """The risk-coverage order reuses the stable ascending sort of the confidences (sorted once per calibrator):
+    reversed, with every run of ties put back in ascending row order, it must be numpy's own stable sort of
+    -conf, on values with no ties, a few levels (long runs), and one value only."""
+    from calibview.core.stats.selective import descending
+
+    rng = np.random.default_rng(n + (levels or 0))
+    conf = rng.random(n) if levels is None else np.floor(rng.random(n) * levels) / levels
+    got = descending(conf, np.argsort(conf, kind="stable"))
+    assert np.array_equal(got, np.argsort(-conf, kind="stable"))
+    ro = sel.rank_order(conf, conf > 0.5, np.argsort(conf, kind="stable"))
+    assert np.array_equal(ro.order, sel.rank_order(conf, conf > 0.5).order)

@@ -13,7 +13,7 @@ f is the confidence and the outcome whether the prediction is right, so S(f) is 
 from __future__ import annotations
 
 import math
-from typing import Callable
+from typing import Callable, Optional
 
 import numpy as np
 
@@ -36,15 +36,16 @@ def log_terms(f: np.ndarray, a: np.ndarray) -> np.ndarray:
 SCORES: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {"brier": brier_terms, "log": log_terms}
 
 
-def decompose(forecast: np.ndarray, outcome: np.ndarray, score: str = "brier") -> dict[str, float]:
+def decompose(forecast: np.ndarray, outcome: np.ndarray, score: str = "brier",
+              order: Optional[np.ndarray] = None) -> dict[str, float]:
     """{"score", "mcb", "dsc", "unc"} of (N,) forecasts in [0, 1] and (N,) 0/1 outcomes under ``score`` ("brier"
-    or "log"); NaN for an empty sample."""
+    or "log"); NaN for an empty sample. ``order``: the forecasts' ascending order, if known."""
     terms = SCORES[score]
     f = np.asarray(forecast, dtype=np.float64).reshape(-1)
     a = np.asarray(outcome, dtype=np.float64).reshape(-1)
     if f.size == 0:
         return {"score": math.nan, "mcb": math.nan, "dsc": math.nan, "unc": math.nan}
     s_f = float(np.mean(terms(f, a)))
-    s_r = float(np.mean(terms(recalibrated(f, a), a)))
+    s_r = float(np.mean(terms(recalibrated(f, a, order), a)))
     s_c = float(np.mean(terms(np.full_like(a, a.mean()), a)))
     return {"score": s_f, "mcb": s_f - s_r, "dsc": s_c - s_r, "unc": s_c}

@@ -25,6 +25,7 @@ import torch
 from calibview.core.stats.corp import significance as sig
 from calibview.core.stats.corp.decomposition import decompose
 from calibview.core.stats.corp.refinement import RefinementResult, resampled
+from calibview.core.stats.corp.reliability import pooled
 
 CORP_METRICS = ("corp_mcb", "corp_dsc", "corp_unc", "corp_mcb_log", "corp_dsc_log", "corp_unc_log")
 TEST_METRICS = ("p_ece", "p_skce")
@@ -37,13 +38,14 @@ ATOMS = 2048
 
 
 def point_values(conf: np.ndarray, correct: np.ndarray, k: int, nll: float, brier: float,
-                 refinement: Optional[RefinementResult]) -> dict[str, float]:
+                 refinement: Optional[RefinementResult], order: Optional[np.ndarray] = None) -> dict[str, float]:
     """Every metric of CORP_METRICS and REFINEMENT_METRICS (NaN where it does not apply) of (N,) confidences and
-    correctness; ``nll``, ``brier`` the calibrator's (full-vector) NLL and Brier score."""
+    correctness; ``nll``, ``brier`` the calibrator's (full-vector) NLL and Brier score; ``order`` the
+    confidences' ascending order, if known."""
     out = {}
-    d = decompose(conf, correct, "brier")
+    d = decompose(conf, correct, "brier", order)
     out.update(corp_mcb=d["mcb"], corp_dsc=d["dsc"], corp_unc=d["unc"])
-    d = decompose(conf, correct, "log") if k == 2 else {"mcb": math.nan, "dsc": math.nan, "unc": math.nan}
+    d = decompose(conf, correct, "log", order) if k == 2 else {"mcb": math.nan, "dsc": math.nan, "unc": math.nan}
     out.update(corp_mcb_log=d["mcb"], corp_dsc_log=d["dsc"], corp_unc_log=d["unc"])
     if refinement is None:
         out.update({m: math.nan for m in REFINEMENT_METRICS})
@@ -55,11 +57,11 @@ def point_values(conf: np.ndarray, correct: np.ndarray, k: int, nll: float, brie
     return out
 
 
-def _atoms(conf: np.ndarray) -> np.ndarray:
+def _atoms(conf: np.ndarray, order: Optional[np.ndarray] = None) -> np.ndarray:
     """(N,) int64 atom of each sample: its distinct value's rank when there are at most ATOMS distinct values,
-    else its equal-mass group of the sorted confidences, a tie group never split."""
-    ux, inv = np.unique(conf, return_inverse=True)
-    inv = inv.reshape(-1)
+    else its equal-mass group of the sorted confidences, a tie group never split (``order``: the confidences'
+    ascending order, if known)."""
+    ux, inv, _ = pooled(conf, order)
     if ux.size <= ATOMS:
         return inv
     cum = np.cumsum(np.bincount(inv, minlength=ux.size))           # samples up to each distinct value
@@ -117,7 +119,7 @@ def resample(boot, block, k: int, refinement: Optional[RefinementResult]) -> dic
     log_top = np.where(np.isfinite(log_top), log_top, 0.0)
     helpers = boot._helpers
     if "corp_atoms" not in helpers:
-        atoms = _atoms(c)
+        atoms = _atoms(c, s.conf_order)
         boot.tick()                  # each of the two takes ~0.5 s at 2,000,000 rows
         helpers["corp_atoms"] = _atom_matrix(atoms, block.units, a, boot.device)
     mat = helpers["corp_atoms"]

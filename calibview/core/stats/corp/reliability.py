@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from typing import Optional
+
 import numpy as np
 
 
@@ -29,10 +31,17 @@ class Reliability:
         return self.y[np.clip(i, 0, self.x.size - 1)]
 
 
-def _pooled(forecast: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(distinct values (U,), index of each sample's value (N,), count of each value (U,))."""
-    ux, inv, counts = np.unique(forecast, return_inverse=True, return_counts=True)
-    return ux, inv.reshape(-1), counts
+def pooled(forecast: np.ndarray, order: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(distinct values (U,), index of each sample's value (N,), count of each value (U,)), as ``np.unique``
+    returns them; from the forecasts' ascending ``order`` when it is known, without sorting again."""
+    if order is None:
+        ux, inv, counts = np.unique(forecast, return_inverse=True, return_counts=True)
+        return ux, inv.reshape(-1), counts
+    sv = forecast[order]
+    new = np.r_[True, sv[1:] != sv[:-1]] if sv.size else np.zeros(0, bool)
+    inv = np.empty(sv.size, np.int64)
+    inv[order] = np.cumsum(new) - 1
+    return sv[new], inv, np.diff(np.r_[np.flatnonzero(new), sv.size])
 
 
 def _pav(sums: np.ndarray, counts: np.ndarray) -> np.ndarray:
@@ -47,15 +56,16 @@ def reliability(forecast: np.ndarray, outcome: np.ndarray) -> Reliability:
     """The CORP curve of (N,) forecasts in [0, 1] and (N,) 0/1 outcomes (N >= 1)."""
     f = np.asarray(forecast, dtype=np.float64).reshape(-1)
     a = np.asarray(outcome, dtype=np.float64).reshape(-1)
-    ux, inv, counts = _pooled(f)
+    ux, inv, counts = pooled(f)
     return Reliability(ux, _pav(np.bincount(inv, weights=a, minlength=ux.size), counts), counts)
 
 
-def recalibrated(forecast: np.ndarray, outcome: np.ndarray) -> np.ndarray:
-    """(N,) each sample's PAV-recalibrated probability: :func:`reliability` read at its own forecast."""
+def recalibrated(forecast: np.ndarray, outcome: np.ndarray, order: Optional[np.ndarray] = None) -> np.ndarray:
+    """(N,) each sample's PAV-recalibrated probability: :func:`reliability` read at its own forecast (``order``:
+    the forecasts' ascending order, if known)."""
     f = np.asarray(forecast, dtype=np.float64).reshape(-1)
     a = np.asarray(outcome, dtype=np.float64).reshape(-1)
-    ux, inv, counts = _pooled(f)
+    ux, inv, counts = pooled(f, order)
     return _pav(np.bincount(inv, weights=a, minlength=ux.size), counts)[inv]
 
 
@@ -65,7 +75,7 @@ def consistency_band(forecast: np.ndarray, grid: np.ndarray, *, n_resamples: int
     of calibration: the outcomes are redrawn as Bernoulli(forecast) ``n_resamples`` times (seeded) and the curve
     refitted each time; the band is the (1 - level) / 2 and (1 + level) / 2 quantiles (5-95 % by default)."""
     f = np.asarray(forecast, dtype=np.float64).reshape(-1)
-    ux, inv, counts = _pooled(f)
+    ux, inv, counts = pooled(f)
     cell = np.clip(np.searchsorted(ux, np.asarray(grid, dtype=np.float64), side="right") - 1, 0, ux.size - 1)
     rng = np.random.default_rng(np.random.SeedSequence([int(seed), 25]))
     curves = np.empty((int(n_resamples), cell.size))
@@ -82,7 +92,7 @@ def bootstrap_band(forecast: np.ndarray, outcome: np.ndarray, grid: np.ndarray, 
     distinct values are a subset of the sample's, so each fit is read off by the nearest value at or below)."""
     f = np.asarray(forecast, dtype=np.float64).reshape(-1)
     a = np.asarray(outcome, dtype=np.float64).reshape(-1)
-    ux, inv, _ = _pooled(f)
+    ux, inv, _ = pooled(f)
     g = np.asarray(grid, dtype=np.float64)
     rng = np.random.default_rng(np.random.SeedSequence([int(seed), 26]))
     curves = np.empty((int(n_resamples), g.size))
