@@ -16,7 +16,8 @@ rows at a temperature gives both losses and their derivatives there, and over th
 1. while the split is scored (:meth:`Refinement.add`, beta = 1: the calibrator's own probabilities), the split's
    first two NLL derivatives at beta = 1, and a seeded subsample of rows (at most ``SUB_ENTRIES`` entries);
 2. :meth:`Refinement.nodes`: a first beta, the minimum of the subsample's exact NLL curve (safeguarded Newton
-   between 1/16 and 16) corrected by the split's difference from the subsample to second order at beta = 1 (a control variate);
+   between 1/16 and 16) corrected by the split's difference from the subsample to second order at beta = 1 (a
+   control variate);
 3. in the second pass (:meth:`Refinement.add_node`), the exact derivatives at that beta, to the fourth order
    (NLL) and the third (Brier), whose Taylor polynomial gives the minimum (Newton) and the Brier score there. The
    first beta lies within a few parts in a thousand of the optimum, so the polynomials' errors are far below 1e-9.
@@ -127,7 +128,7 @@ curve_evaluations = 0
 def _curve_sums(v: torch.Tensor, v_y: torch.Tensor, beta: float) -> np.ndarray:
     """(3,) sums over rows of the NLL f and its first two derivatives in beta (the first three columns of
     :func:`_node_derivatives`' f) of (rows, K) float64 ``v = u - max_k u`` (u clamped at _FLOOR) and (rows,)
-    ``v_y``: what the first beta's search evaluates some 30 times on one subsample, so ``v`` is computed once and
+    ``v_y``: what the first beta's search evaluates a few times on one subsample, so ``v`` is computed once and
     the third and fourth cumulants, which the search does not read, are left out."""
     global curve_evaluations
     curve_evaluations += 1
@@ -237,7 +238,7 @@ class Refinement:
 
         # The mean NLL is convex in beta (a log-sum-exp of beta times fixed values, less a linear term), so its
         # slope's sign brackets the minimum: Newton from beta = 1, kept inside the bracket, bisecting (in log
-        # beta) when a step leaves it. 4-7 curve evaluations where a grid of 9 and then Newton took up to 29;
+        # beta) when a step leaves it. 2-7 curve evaluations where a grid of 9 and then Newton took up to 29;
         # each is some 15 tensor operations on the subsample, most of the refinement's cost at small N.
         lo, hi = _SEARCH
         lo_seen = hi_seen = False                  # whether a bracket end is a point whose slope was read
