@@ -9,7 +9,6 @@ the PAV step.
 from __future__ import annotations
 
 from dataclasses import dataclass
-
 from typing import Optional
 
 import numpy as np
